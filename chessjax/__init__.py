@@ -1,0 +1,3 @@
+"""chessjax: exact chess state tracking benchmarks in JAX/Flax."""
+
+__version__ = "0.1.0"

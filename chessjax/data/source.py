@@ -1,0 +1,65 @@
+"""Reading a prepared dataset: its manifest, a grain random-access source, and `read_games`."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import grain.python as grain
+
+from chessjax.data import records, shards
+
+
+def read_manifest(path) -> dict:
+  """The manifest of a complete dataset directory (raises with a clear message otherwise)."""
+  manifest_path = Path(path) / shards.MANIFEST
+  if not manifest_path.exists():
+    raise FileNotFoundError(
+      f"{path} is not a prepared dataset (no {shards.MANIFEST}); "
+      "run `python -m data_prep.process_pgn` or `python -m data_prep.random_uniform` first"
+    )
+  manifest = json.loads(manifest_path.read_text())
+  if manifest.get("format") != shards.FORMAT:
+    raise ValueError(f"{manifest_path} is not a {shards.FORMAT} manifest")
+  if manifest.get("format_version") != shards.FORMAT_VERSION:
+    raise ValueError(
+      f"{manifest_path} has format version {manifest.get('format_version')}, "
+      f"this chessjax reads version {shards.FORMAT_VERSION}: prepare the data again"
+    )
+  return manifest
+
+
+def shard_paths(path, split: str | None = None) -> list[str]:
+  """Shard files of one split (or of every split, in manifest order) of a dataset."""
+  manifest = read_manifest(path)
+  splits = manifest["splits"]
+  if split is not None and split not in splits:
+    raise KeyError(f"{path} has no split {split!r}; it has {sorted(splits)}")
+  names = [split] if split is not None else list(splits)
+  return [str(Path(path) / s["file"]) for name in names for s in splits[name]["shards"]]
+
+
+class GameSource(grain.RandomAccessDataSource):
+  """Random access to the games of a dataset split: `source[i]` is a decoded game dict."""
+
+  def __init__(self, path, split: str | None = None):
+    self.path, self.split = str(path), split
+    self._records = grain.ArrayRecordDataSource(shard_paths(path, split))
+
+  def __len__(self) -> int:
+    return len(self._records)
+
+  def __getitem__(self, index: int) -> dict:
+    return records.decode_record(self._records[index])
+
+  def __repr__(self) -> str:
+    return f"GameSource(path={self.path!r}, split={self.split!r}, games={len(self)})"
+
+
+def read_games(path, split: str | None = None) -> Iterator[dict]:
+  """Yields every game of a split (or of all splits) in stored order.
+
+  Each game is a dict: moves int32[T+1], states uint8[T+1, 75], example_id, result, plies.
+  """
+  source = GameSource(path, split)
+  for i in range(len(source)):
+    yield source[i]
