@@ -7,6 +7,7 @@ released 64-square `piece_at` loop. The native PGN path (`chessjax.pgn_native`) 
 arrays from the Rust PGN reader; tests hold both to python-chess.
 """
 
+import re
 from collections.abc import Sequence
 
 import chess
@@ -23,7 +24,8 @@ EP_MODES = ("pseudo", "legal")
 
 # promo index: 0 none, 1 q, 2 r, 3 b, 4 n.
 _PROMO_TO_INDEX = {None: 0, chess.QUEEN: 1, chess.ROOK: 2, chess.BISHOP: 3, chess.KNIGHT: 4}
-_INDEX_TO_PROMO = {v: k for k, v in _PROMO_TO_INDEX.items()}
+_PROMO_LETTERS = "-qrbn"
+_UCI = re.compile(r"[a-h][1-8][a-h][1-8][qrbn]?")
 
 # Label i describes python-chess square i ^ 56 (a8 first, h1 last).
 LABEL_SQUARES = np.arange(64, dtype=np.int64) ^ 56
@@ -32,14 +34,15 @@ _COUNTER_MAX = 65535
 
 
 def move_to_id(uci: str) -> int:
-  """Packed id `(from * 64 + to) * 5 + promo` of a UCI move string (castling as e1g1)."""
-  try:
-    move = chess.Move.from_uci(uci)
-  except (chess.InvalidMoveError, ValueError) as e:
-    raise ValueError(f"not a UCI move: {uci!r}") from e
-  if not move:
-    raise ValueError(f"null move {uci!r} has no id")
-  return (move.from_square * 64 + move.to_square) * 5 + _PROMO_TO_INDEX[move.promotion]
+  """Packed id `(from * 64 + to) * 5 + promo` of a UCI move string (castling as e1g1).
+
+  Any square pair has an id, even one no legal move uses (e.g. a1a1); the null move does not.
+  """
+  if not isinstance(uci, str) or not _UCI.fullmatch(uci):
+    raise ValueError(f"not a UCI move: {uci!r}")
+  from_sq = chess.SQUARE_NAMES.index(uci[:2])
+  to_sq = chess.SQUARE_NAMES.index(uci[2:4])
+  return (from_sq * 64 + to_sq) * 5 + _PROMO_LETTERS.index(uci[4:] or "-")
 
 
 def move_id(move: chess.Move) -> int:
@@ -54,7 +57,7 @@ def id_to_move(i: int) -> str:
     raise ValueError(f"{i} is not a move id (START={START_ID}, PAD={PAD_ID} are special tokens)")
   squares, promo = divmod(i, 5)
   from_sq, to_sq = divmod(squares, 64)
-  return chess.Move(from_sq, to_sq, _INDEX_TO_PROMO[promo]).uci()
+  return chess.SQUARE_NAMES[from_sq] + chess.SQUARE_NAMES[to_sq] + _PROMO_LETTERS[promo].strip("-")
 
 
 def snapshot(board: chess.Board, ep_mode: str = "pseudo") -> tuple[int, ...]:
@@ -130,10 +133,8 @@ def _assemble(square_labels: np.ndarray, aux: np.ndarray) -> np.ndarray:
   return out
 
 
-def encode_game(
-  ucis: Sequence[str], *, ep_mode: str = "pseudo"
-) -> tuple[np.ndarray, np.ndarray]:
-  """Move ids int32[T+1] (START first) and states uint8[T+1, 75] of a game from the initial position.
+def encode_game(ucis: Sequence[str], *, ep_mode: str = "pseudo") -> tuple[np.ndarray, np.ndarray]:
+  """Move ids int32[T+1] (START first) and states uint8[T+1, 75] of a game from the start.
 
   Raises ValueError naming the ply (1-based) of the first malformed or illegal move. Castling
   must be written as the king's two-square move (e1g1), as in standard UCI.

@@ -13,10 +13,10 @@ TEST_DATA = Path(__file__).resolve().parent / "data"
 
 @pytest.fixture(scope="session")
 def sample_games_uci() -> list[list[str]]:
-  """The first 1,500 games of the bundled lichess sample as UCI move lists (python-chess parse)."""
+  """The first 1,600 games of the bundled lichess sample as UCI move lists (python-chess parse)."""
   games = []
   with bz2.open(SAMPLE_PGN, "rt", encoding="utf-8") as f:
-    while len(games) < 1500:
+    while len(games) < 1600:
       game = chess.pgn.read_game(f)
       if game is None:
         break

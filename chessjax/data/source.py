@@ -43,7 +43,9 @@ class GameSource(grain.RandomAccessDataSource):
 
   def __init__(self, path, split: str | None = None):
     self.path, self.split = str(path), split
-    self._records = grain.ArrayRecordDataSource(shard_paths(path, split))
+    paths = shard_paths(path, split)
+    # array_record refuses an empty file list; a dataset with no kept games is still valid.
+    self._records = grain.ArrayRecordDataSource(paths) if paths else []
 
   def __len__(self) -> int:
     return len(self._records)

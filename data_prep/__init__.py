@@ -1,0 +1,1 @@
+"""Offline data preparation: PGN -> shards, random-uniform games, coverage statistics."""
