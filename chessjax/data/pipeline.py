@@ -9,7 +9,7 @@ Batches are dicts of numpy arrays (`b` = rows of this process, `L` = the batch's
 step compiles a handful of shapes; the row count is always `b` (pad rows are all-False).
 
 Bucketing: sort within windows, planned from game lengths alone. Before reading any game the
-pipeline scans the split once for each game's step count (`game_lengths`, ~10 us a game). The plan
+pipeline scans the split for each game's step count (`game_lengths`, ~10 us a game). The plan
 (`BatchPlan`) is then a pure function of (lengths, seed, batch index):
   1. epoch e permutes the split with `default_rng([seed, e])` (identity when not shuffling);
   2. the permutation is cut into windows of `window_batches * batch_size` games;
@@ -23,8 +23,8 @@ dropped (`drop_remainder=True`, a random subset of games when shuffling) or kept
 whose missing rows are padding. Ties in the sort keep the permuted order, hence stay random.
 
 Why a plan over lengths instead of a streaming bucketer with per-bucket buffers: batch i is a
-pure function of i, so (a) the pipeline is a grain `MapDataset` and its iterator state is one
-index per worker: `get_state()`/`set_state()` resume exactly, with no buffered games to save;
+pure function of i, so (a) the pipeline is a grain `MapDataset` and the iterator's state is the
+next batch index: `get_state()`/`set_state()` resume exactly, with no buffered games to save;
 (b) batches do not depend on `worker_count` (workers read disjoint batch indices and grain
 interleaves them back in order); (c) with several JAX processes, all of them compute the same plan
 of *global* batches and process p takes rows [p*b, (p+1)*b) of each: every process yields the
@@ -35,8 +35,11 @@ Truncation: `max_len` counts steps (START included) and keeps the *prefix* `move
 `states[:max_len]`: state tracking needs the game's start, a suffix would be unlearnable. Games
 longer than the largest bucket (when `max_len` allows them) are padded to a multiple of it.
 
-Workers: `worker_count > 0` runs batch assembly (record decoding and padding) in grain worker
-processes (`mp_prefetch`). Close iterators that use workers (`iterator.close()`) when done.
+Workers: batches are assembled (records read, decoded, padded) by `read_threads` background
+threads, in the main process or, with `worker_count > 0`, in each of that many grain worker
+processes (`mp_prefetch`), a few batches ahead. Close iterators that use workers
+(`iterator.close()`) when done. `BatchIterator` keeps its own state (the next batch index), not
+grain's per-worker positions, so a checkpoint restores under any `worker_count`.
 """
 
 import math
@@ -47,7 +50,6 @@ from pathlib import Path
 
 import grain
 import numpy as np
-import zstandard
 from absl import flags
 
 from chessjax.data import records
@@ -55,7 +57,7 @@ from chessjax.data.source import GameSource, read_manifest, shard_paths
 from chessjax.encoding import PAD_ID
 from chessjax.labels import NUM_LABELS
 
-# Multiples of 32, ratio <= 2 and 1.5 above 128: on the lichess sample (median 65 steps) batches
+# Multiples of 32 growing by at most 1.5x above 64: on the lichess sample (median 65 steps) batches
 # use 5 of these shapes at ~21% padding, random-uniform games (mean ~328 steps) 7 at ~17%.
 DEFAULT_BUCKET_LENGTHS = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 # Each window is sorted as a whole; 64 batches make bucket-boundary batches rare (< 1 in 16).
@@ -94,19 +96,18 @@ def game_lengths(path, split: str) -> np.ndarray:
   read_manifest(path)  # Clear error for an incomplete or foreign directory.
   key = (str(Path(path).resolve()), split, manifest.stat().st_mtime_ns)
   if key not in _LENGTHS_CACHE:
-    source = grain.sources.ArrayRecordDataSource(shard_paths(path, split))
-    dctx = zstandard.ZstdDecompressor()
+    paths = shard_paths(path, split)
+    # array_record refuses an empty file list; a split with no kept games has no lengths.
+    source = grain.sources.ArrayRecordDataSource(paths) if paths else []
     lengths = np.empty(len(source), dtype=np.int32)
     chunk = 4096
     for start in range(0, len(source), chunk):
       stop = min(start + chunk, len(source))
-      for i, rec in enumerate(source.__getitems__(range(start, stop)), start):
-        # The header is the first bytes of the payload; streaming stops after them.
-        header = dctx.stream_reader(rec).read(records._HEADER.size)
-        magic, steps, _, _ = records._HEADER.unpack(header)
-        if magic != records.MAGIC:
-          raise ValueError(f"record {i} of {path}:{split} is not a chessjax game record")
-        lengths[i] = steps
+      for i, rec in enumerate(source.__getitems__(list(range(start, stop))), start):
+        try:
+          lengths[i] = records.record_steps(rec)
+        except ValueError as e:
+          raise ValueError(f"record {i} of {path}:{split}: {e}") from None
     _LENGTHS_CACHE[key] = lengths
   return _LENGTHS_CACHE[key]
 
@@ -147,7 +148,8 @@ class BatchPlan:
     if num_epochs is not None and num_epochs < 1:
       raise ValueError(f"num_epochs must be >= 1 or None (forever), got {num_epochs}")
     self.num_games = len(lengths)
-    steps = np.asarray(lengths, dtype=np.int64)
+    # int32 halves what every worker receives (about 40 MB per 10M games).
+    steps = np.asarray(lengths, dtype=np.int32)
     self.steps = steps if max_len is None else np.minimum(steps, max_len)
     self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
     self.num_epochs, self.drop_remainder = num_epochs, drop_remainder
@@ -178,6 +180,25 @@ class BatchPlan:
       return sys.maxsize
     return self.num_epochs * self.batches_per_epoch
 
+  def fingerprint(self) -> dict:
+    """What fixes the sequence of global batches; a saved iterator state must match it.
+
+    The process layout is left out on purpose: global batch i is the same for any process count,
+    so a run may resume on a different number of hosts (with the same global batch size).
+    """
+    return {
+      "num_games": self.num_games,
+      "steps_sum": int(self.steps.sum(dtype=np.int64)),
+      "batch_size": self.batch_size,
+      "seed": self.seed,
+      "shuffle": self.shuffle,
+      "num_epochs": self.num_epochs,
+      "drop_remainder": self.drop_remainder,
+      "bucket_lengths": list(self.bucket_lengths),
+      "max_len": self.max_len,
+      "window_games": self.window_games,
+    }
+
   def __getstate__(self):
     # Workers rebuild the caches; shipping them (and the lock) would only cost pickling time.
     state = self.__dict__.copy()
@@ -194,6 +215,7 @@ class BatchPlan:
         perm = np.random.default_rng([self.seed, epoch]).permutation(self.num_games)
       else:
         perm = np.arange(self.num_games)
+      perm = perm.astype(np.int32 if self.num_games < 2**31 else np.int64)
       if len(self._perms) >= 2:
         self._perms.pop(next(iter(self._perms)))
       self._perms[epoch] = perm
@@ -224,7 +246,7 @@ class BatchPlan:
     return self._windows[key]
 
   def global_batch(self, i: int) -> tuple[np.ndarray, int]:
-    """(game indices int64[batch_size], -1 for padding rows; length L) of global batch i."""
+    """(game indices int[batch_size], -1 for padding rows; length L) of global batch i."""
     if not 0 <= i < len(self):
       raise IndexError(f"batch {i} out of range [0, {len(self)})")
     epoch, j = divmod(i, self.batches_per_epoch)
@@ -236,7 +258,7 @@ class BatchPlan:
       return self._window(epoch, window)[k]
 
   def local_batch(self, i: int) -> tuple[np.ndarray, int]:
-    """This process's rows of global batch i: (game indices int64[b], -1 for padding; L)."""
+    """This process's rows of global batch i: (game indices int[b], -1 for padding; L)."""
     rows, length = self.global_batch(i)
     b = self.local_batch_size
     return rows[self.process_index * b : (self.process_index + 1) * b], length
@@ -247,7 +269,7 @@ class BatchPlan:
     for i in range(epoch * self.batches_per_epoch, (epoch + 1) * self.batches_per_epoch):
       rows, length = self.global_batch(i)
       total += length * len(rows)
-      valid += int(self.steps[rows[rows >= 0]].sum())
+      valid += int(self.steps[rows[rows >= 0]].sum(dtype=np.int64))
     return 1.0 - valid / total
 
 
@@ -332,17 +354,18 @@ def dataset_from_plan(
   path,
   split: str,
   *,
+  start: int = 0,
   worker_count: int = 0,
   read_threads: int = 1,
   prefetch_batches: int = DEFAULT_PREFETCH_BATCHES,
 ) -> grain.IterDataset:
-  """The grain dataset of `plan`'s batches for this process.
+  """The grain dataset of `plan`'s batches `start, start + 1, ...` for this process.
 
   `read_threads` threads assemble batches in each process (the main one, or each worker);
   `prefetch_batches` bounds the batches buffered per process. `worker_count` > 0 moves assembly
   into that many worker processes; batches and their order do not depend on it.
   """
-  ds = grain.MapDataset.range(len(plan)).map(AssembleBatch(plan, path, split))
+  ds = grain.MapDataset.range(start, len(plan)).map(AssembleBatch(plan, path, split))
   ds = ds.to_iter_dataset(
     grain.ReadOptions(num_threads=read_threads, prefetch_buffer_size=prefetch_batches)
   )
@@ -357,6 +380,77 @@ def dataset_from_plan(
       )
     )
   return ds
+
+
+class BatchIterator(grain.DatasetIterator):
+  """Iterator over a plan's batches whose checkpoint state is just the next batch index.
+
+  `get_state()` is `{"next_batch": n, "plan": plan.fingerprint()}` (JSON), so it restores into an
+  iterator with any `worker_count` or process count; `set_state` refuses a state from a different
+  plan (other seed, batch size, buckets, data...). A `grain.DatasetIterator`, so grain's orbax
+  handler (`grain.checkpoint.CheckpointSave/CheckpointRestore`) saves and restores it. The grain
+  pipeline starts on the first `next()` (or `start_prefetch()`), after any `set_state`.
+  """
+
+  def __init__(
+    self,
+    plan: BatchPlan,
+    path,
+    split: str,
+    *,
+    worker_count: int = 0,
+    read_threads: int = 1,
+    prefetch_batches: int = DEFAULT_PREFETCH_BATCHES,
+  ):
+    super().__init__()
+    self.plan, self.path, self.split = plan, path, split
+    self._options = {
+      "worker_count": worker_count,
+      "read_threads": read_threads,
+      "prefetch_batches": prefetch_batches,
+    }
+    self._next_batch = 0
+    self._inner = None
+
+  def _ensure_started(self) -> None:
+    if self._inner is None:
+      ds = dataset_from_plan(
+        self.plan, self.path, self.split, start=self._next_batch, **self._options
+      )
+      self._inner = iter(ds)
+
+  def __next__(self) -> dict[str, np.ndarray]:
+    self._assert_not_closed()
+    self._ensure_started()
+    batch = next(self._inner)
+    self._next_batch += 1
+    return batch
+
+  def get_state(self) -> dict:
+    return {"next_batch": self._next_batch, "plan": self.plan.fingerprint()}
+
+  def set_state(self, state: dict) -> None:
+    saved, mine = state.get("plan"), self.plan.fingerprint()
+    if saved != mine:
+      diff = sorted(k for k in mine if (saved or {}).get(k) != mine[k])
+      raise ValueError(f"iterator state is from a different batch plan (differs in {diff})")
+    if self._inner is not None:
+      self._inner.close()  # Its prefetched batches belong to the old position.
+      self._inner = None
+    self._next_batch = int(state["next_batch"])
+
+  def start_prefetch(self) -> None:
+    self._ensure_started()
+    self._inner.start_prefetch()
+
+  def close(self) -> None:
+    if self._inner is not None:
+      self._inner.close()
+      self._inner = None
+    super().close()
+
+  def __str__(self) -> str:
+    return f"BatchIterator({self.path}:{self.split}, next_batch={self._next_batch})"
 
 
 def make_batches(
@@ -376,13 +470,14 @@ def make_batches(
   drop_remainder: bool = True,
   read_threads: int = 1,
   prefetch_batches: int = DEFAULT_PREFETCH_BATCHES,
-) -> grain.DatasetIterator:
+) -> BatchIterator:
   """Training batches of a split: shuffled per epoch, length-bucketed, sharded by JAX process.
 
-  Returns a grain iterator of batch dicts (module docstring) with `get_state()`/`set_state()`;
-  restoring a state (same arguments, same `worker_count`) yields exactly the remaining batches.
-  `batch_size` is global; this process yields `batch_size // process_count` rows per batch.
-  `num_epochs=None` repeats forever, each epoch with its own permutation.
+  Returns an iterator of batch dicts (module docstring) with `get_state()`/`set_state()`;
+  restoring a state yields exactly the remaining batches. `batch_size` is global; this process
+  yields `batch_size // process_count` rows per batch. `num_epochs=None` repeats forever, each
+  epoch with its own permutation. `drop_remainder=False` keeps each epoch's last partial batch,
+  filled up with padding rows. `iterator.plan.batches_per_epoch` counts the steps of an epoch.
   """
   plan = make_plan(
     path,
@@ -398,15 +493,13 @@ def make_batches(
     process_index=process_index,
     process_count=process_count,
   )
-  return iter(
-    dataset_from_plan(
-      plan,
-      path,
-      split,
-      worker_count=worker_count,
-      read_threads=read_threads,
-      prefetch_batches=prefetch_batches,
-    )
+  return BatchIterator(
+    plan,
+    path,
+    split,
+    worker_count=worker_count,
+    read_threads=read_threads,
+    prefetch_batches=prefetch_batches,
   )
 
 
@@ -423,13 +516,14 @@ def make_eval_batches(
   worker_count: int = 0,
   read_threads: int = 1,
   prefetch_batches: int = DEFAULT_PREFETCH_BATCHES,
-) -> grain.DatasetIterator:
+) -> BatchIterator:
   """One deterministic pass over a split: every game exactly once, nothing shuffled.
 
   With `sort_by_length` (default) the whole split is stably sorted by length, so batches run from
-  short to long and each bucket shape is compiled once; otherwise batches hold consecutive stored
-  games. The last batch is filled up with padding rows (mask all False, index -1), and every
-  process yields the same number of batches (its share of each global batch).
+  short to long and each bucket shape is compiled once; otherwise batch k holds stored games
+  [k * batch_size, (k + 1) * batch_size). The last batch is filled up with padding rows (mask all
+  False, moves PAD, index -1); every process yields the same number of batches, its share of each
+  global batch, so pad rows land on the last processes.
   """
   process_index, process_count = _process_defaults(process_index, process_count)
   plan = BatchPlan(
@@ -444,15 +538,13 @@ def make_eval_batches(
     process_index=process_index,
     process_count=process_count,
   )
-  return iter(
-    dataset_from_plan(
-      plan,
-      path,
-      split,
-      worker_count=worker_count,
-      read_threads=read_threads,
-      prefetch_batches=prefetch_batches,
-    )
+  return BatchIterator(
+    plan,
+    path,
+    split,
+    worker_count=worker_count,
+    read_threads=read_threads,
+    prefetch_batches=prefetch_batches,
   )
 
 

@@ -9,6 +9,7 @@ JSONL needs about 17 KB). Decoding is one zstd call and two numpy ops.
 """
 
 import struct
+import threading
 
 import numpy as np
 import zstandard
@@ -41,9 +42,28 @@ def encode_record(moves: np.ndarray, states: np.ndarray, example_id: str, result
   return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(payload)
 
 
+_local = threading.local()
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+  # Building a decompressor costs about as much as decoding a game; keep one per thread.
+  if not hasattr(_local, "dctx"):
+    _local.dctx = zstandard.ZstdDecompressor()
+  return _local.dctx
+
+
+def record_steps(record: bytes) -> int:
+  """Number of steps (plies + 1) of a record, read from its header alone."""
+  header = _decompressor().stream_reader(record).read(_HEADER.size)
+  magic, steps, _, _ = _HEADER.unpack(header)
+  if magic != MAGIC:
+    raise ValueError(f"not a chessjax game record (magic {magic!r})")
+  return steps
+
+
 def decode_record(record: bytes) -> dict:
   """Inverse of `encode_record`: a dict with moves, states, example_id, result and plies."""
-  raw = zstandard.ZstdDecompressor().decompress(record)
+  raw = _decompressor().decompress(record)
   magic, steps, id_len, result = _HEADER.unpack_from(raw)
   if magic != MAGIC:
     raise ValueError(f"not a chessjax game record (magic {magic!r})")

@@ -1,0 +1,1 @@
+"""Throughput and scaling measurements; each module prints a Markdown table."""
