@@ -49,9 +49,7 @@ def model_config(family: str, size: str, **overrides):
   known = {f.name for f in dataclasses.fields(cfg)}
   unknown = sorted(set(overrides) - known)
   if unknown:
-    raise ValueError(
-      f"unknown {family} config key(s) {unknown}; valid keys are {sorted(known)}"
-    )
+    raise ValueError(f"unknown {family} config key(s) {unknown}; valid keys are {sorted(known)}")
   return dataclasses.replace(cfg, **overrides)
 
 

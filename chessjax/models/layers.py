@@ -63,3 +63,7 @@ def state_head(d: int, *, rngs: nnx.Rngs, kernel_init=None, bias_init=None, dtyp
   return torch_linear(
     d, labels.HEAD_DIM, rngs=rngs, kernel_init=kernel_init, bias_init=bias_init, dtype=dtype
   )
+
+
+class NoWeightDecay(nnx.Param):
+  """A trainable parameter the optimizer must not decay (e.g. Gated DeltaNet's A_log, dt_bias)."""

@@ -1,0 +1,71 @@
+"""Orbax checkpoints of a training run: train state and input-iterator state, step by step.
+
+A checkpoint holds two items: `state` (parameters, optimizer state, RNG counters, step, the
+non-finite guard's snapshot) and `data` (the batch iterator's JSON state), so a resumed run sees
+exactly the batches an uninterrupted one would. Orbax writes each step to a temporary directory
+and renames it when complete, so a process killed mid-save leaves nothing that `restore_latest`
+would read. A checkpoint that exists but cannot be read (corrupt or partial files) is skipped with
+a warning in favour of the one before it.
+"""
+
+import logging
+from pathlib import Path
+
+import jax
+import orbax.checkpoint as ocp
+
+log = logging.getLogger(__name__)
+
+
+class Checkpointer:
+  """Saves and restores (train state, data state) pairs under `workdir/checkpoints`."""
+
+  def __init__(self, workdir, *, max_to_keep: int = 3):
+    self.directory = Path(workdir).resolve() / "checkpoints"
+    self.manager = ocp.CheckpointManager(
+      self.directory,
+      options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
+      item_names=("state", "data"),
+    )
+
+  def save(self, step: int, state, data_state: dict, *, force: bool = False) -> bool:
+    """Starts saving (asynchronously); returns whether a checkpoint was started."""
+    return self.manager.save(
+      step,
+      args=ocp.args.Composite(state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state)),
+      force=force,
+    )
+
+  def restore_latest(self, abstract_state):
+    """(step, state, data state) of the newest readable checkpoint, or None if there is none.
+
+    `abstract_state` gives the structure, shapes, dtypes and shardings to restore into.
+    """
+    for step in sorted(self.manager.all_steps(), reverse=True):
+      try:
+        restored = self.manager.restore(
+          step,
+          args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()
+          ),
+        )
+      except Exception as e:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous.
+        log.warning("checkpoint at step %d is unreadable (%s: %s); trying an older one", step,
+                    type(e).__name__, str(e).splitlines()[0][:200])
+        continue
+      return step, restored.state, restored.data
+    return None
+
+  def wait(self) -> None:
+    self.manager.wait_until_finished()
+
+  def close(self) -> None:
+    self.manager.wait_until_finished()
+    self.manager.close()
+
+
+def abstract_like(tree):
+  """ShapeDtypeStructs (with shardings) of a pytree of arrays."""
+  return jax.tree.map(
+    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None)), tree
+  )

@@ -1,0 +1,52 @@
+r"""Training entry point.
+
+    python -m chessjax.main --config=configs/cwm.py:family=slice,size=d128 --workdir=runs/x \
+        --config.data.train=data/real [--config.optim.lr=3e-4 ...]
+
+Multi-host: on a Cloud TPU VM slice `jax.distributed.initialize()` finds its peers by itself; on
+other clusters set CHESSJAX_COORDINATOR (host:port), CHESSJAX_NUM_PROCESSES and
+CHESSJAX_PROCESS_ID on every process. Rerunning the same command resumes from the workdir.
+"""
+
+import logging
+import os
+
+import jax
+from absl import app, flags
+from ml_collections import config_flags
+
+from chessjax import train
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "Config file (configs/cwm.py:family=...,size=...)")
+flags.DEFINE_string("workdir", None, "Where checkpoints, logs and summaries go.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def initialize_distributed() -> None:
+  """Joins the other processes of a multi-host run, if this is one."""
+  if "CHESSJAX_COORDINATOR" in os.environ:
+    if jax.config.jax_platforms in (None, "", "cpu") or jax.default_backend() == "cpu":
+      jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+      coordinator_address=os.environ["CHESSJAX_COORDINATOR"],
+      num_processes=int(os.environ["CHESSJAX_NUM_PROCESSES"]),
+      process_id=int(os.environ["CHESSJAX_PROCESS_ID"]),
+    )
+  elif os.environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0:
+    jax.distributed.initialize()
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+  logging.getLogger("absl").setLevel(logging.WARNING)
+  initialize_distributed()
+  config = FLAGS.config
+  config.lock()
+  train.train_and_evaluate(config, FLAGS.workdir)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,1 @@
+"""Pure numeric cores of the sequence mixers: recurrences as functions of arrays."""

@@ -1,0 +1,1 @@
+"""ml_collections config files; pass them as `--config=configs/cwm.py:family=slice,size=d256`."""

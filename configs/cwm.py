@@ -1,0 +1,122 @@
+r"""Chess-World-Model: one cell of the paper's grid with its final hyperparameters (SPEC section 6).
+
+    python -m chessjax.main --config=configs/cwm.py:family=slice,size=d256 \
+        --workdir=runs/slice_d256 --config.data.train=data/lichess_2025-03 \
+        --config.optim.lr=3e-4
+
+`arg` is `key=value` pairs separated by commas: `family` (any of `chessjax.models.FAMILIES`),
+`size` (d128 | d256 | d384 | d512), `smoke` (True: a tiny model and a few steps on a CPU).
+Ablation families take their main family's hyperparameters. Expected result of the full recipe:
+paper 001, Tables 6-7 (e.g. slice d256: 96.57% ExactState on the real test split).
+"""
+
+import ml_collections
+
+from chessjax.models import FAMILIES, SIZES
+
+STEPS_4_EPOCHS = 310_944
+
+# (lr, warmup, beta2, weight decay, cosine floor) per main family and size: SPEC section 6.
+FINAL = {
+  "transformer": {
+    "d128": (3e-3, 5000, 0.95, 0.0, 0.1),
+    "d256": (3e-3, 5000, 0.95, 1e-3, 0.01),
+    "d384": (3e-3, 5000, 0.999, 1e-3, 0.01),
+    "d512": (1e-3, 5000, 0.95, 0.0, 0.1),
+  },
+  "slice": {
+    "d128": (1e-3, 20000, 0.999, 1e-2, 0.1),
+    "d256": (3e-3, 10000, 0.99, 1e-3, 0.01),
+    "d384": (1e-3, 5000, 0.95, 1e-3, 0.1),
+    "d512": (3e-4, 5000, 0.99, 1e-3, 0.01),
+  },
+  "mamba3": {
+    "d128": (3e-3, 10000, 0.95, 0.0, 0.01),
+    "d256": (3e-3, 5000, 0.999, 0.0, 0.1),
+    "d384": (1e-3, 5000, 0.95, 1e-2, 0.01),
+    "d512": (3e-3, 5000, 0.95, 1e-3, 0.1),
+  },
+  "gated_deltanet": {
+    "d128": (1e-3, 10000, 0.99, 0.0, 0.01),
+    "d256": (3e-3, 20000, 0.99, 0.0, 0.01),
+    "d384": (1e-3, 5000, 0.95, 0.0, 0.1),
+    "d512": (1e-3, 10000, 0.95, 0.0, 0.1),
+  },
+}
+MAIN_FAMILY = {
+  "transformer": "transformer",
+  "slice": "slice",
+  "slice_diag": "slice",
+  "gated_deltanet": "gated_deltanet",
+  "gated_deltanet_pos": "gated_deltanet",
+  "mamba2": "mamba3",
+  "mamba3": "mamba3",
+  "mamba3_mimo": "mamba3",
+}
+
+
+def parse_arg(arg: str | None) -> dict:
+  out = {"family": "slice", "size": "d128", "smoke": False}
+  for item in filter(None, (arg or "").split(",")):
+    if "=" not in item:
+      raise ValueError(f"config arg {item!r} is not key=value (arg was {arg!r})")
+    key, value = item.split("=", 1)
+    if key not in out:
+      raise ValueError(f"unknown config arg {key!r}; expected one of {sorted(out)}")
+    out[key] = value.lower() in ("1", "true", "yes") if key == "smoke" else value
+  if out["family"] not in FAMILIES:
+    raise ValueError(f"unknown family {out['family']!r}; expected one of {sorted(FAMILIES)}")
+  if out["size"] not in SIZES:
+    raise ValueError(f"unknown size {out['size']!r}; expected one of {sorted(SIZES)}")
+  return out
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  a = parse_arg(arg)
+  lr, warmup, b2, wd, floor = FINAL[MAIN_FAMILY[a["family"]]][a["size"]]
+  c = ml_collections.ConfigDict()
+  c.family, c.size, c.seed = a["family"], a["size"], 0
+  # Overrides of the family's frozen model config (e.g. mixer_impl, chunk_size, dtype).
+  c.model = ml_collections.ConfigDict()
+  c.model.dtype = "bfloat16" if MAIN_FAMILY[a["family"]] == "mamba3" else "float32"
+
+  c.data = ml_collections.ConfigDict()
+  c.data.train = ""  # A prepared dataset directory (data_prep.process_pgn).
+  c.data.train_split = "train"
+  c.data.val_split = "validation"
+  c.data.batch_size = 128  # Global, over all processes and devices.
+  c.data.max_len = 1024  # Steps kept per game (START included); longer games are cut.
+  c.data.bucket_lengths = (64, 128, 192, 256, 384, 512, 768, 1024)
+  c.data.worker_count = 0
+  c.data.window_batches = 64
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr, c.optim.warmup_steps, c.optim.b2, c.optim.weight_decay = lr, warmup, b2, wd
+  c.optim.b1, c.optim.eps, c.optim.clip_norm = 0.9, 1e-8, 1.0
+  c.optim.schedule = "cosine"  # "cosine" (stage 2) or "constant" after warmup (stage 1).
+  c.optim.floor = floor  # Final lr as a fraction of lr (cosine).
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = STEPS_4_EPOCHS
+  c.train.log_every = 100
+  c.train.eval_every = 5000
+  c.train.eval_batches = 10  # Fixed validation batches per evaluation.
+  c.train.checkpoint_every = 5000
+  c.train.keep_checkpoints = 3
+  c.train.snapshot_every = 500  # Non-finite guard: roll back to this snapshot.
+  c.train.max_bad_batches = 20  # Abort after this many consecutive non-finite batches.
+  c.train.profile = False
+
+  if a["smoke"]:
+    c.model.dtype = "float32"
+    c.data.batch_size = 8
+    c.data.max_len = 128
+    c.data.bucket_lengths = (64, 128)
+    c.optim.warmup_steps = 5
+    c.optim.lr = 1e-3
+    c.train.steps = 20
+    c.train.log_every = 5
+    c.train.eval_every = 10
+    c.train.eval_batches = 2
+    c.train.checkpoint_every = 10
+  return c

