@@ -32,7 +32,9 @@ class Checkpointer:
     """Starts saving (asynchronously); returns whether a checkpoint was started."""
     return self.manager.save(
       step,
-      args=ocp.args.Composite(state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state)),
+      args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state)
+      ),
       force=force,
     )
 
@@ -50,8 +52,12 @@ class Checkpointer:
           ),
         )
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous.
-        log.warning("checkpoint at step %d is unreadable (%s: %s); trying an older one", step,
-                    type(e).__name__, str(e).splitlines()[0][:200])
+        log.warning(
+          "checkpoint at step %d is unreadable (%s: %s); trying an older one",
+          step,
+          type(e).__name__,
+          str(e).splitlines()[0][:200],
+        )
         continue
       return step, restored.state, restored.data
     return None

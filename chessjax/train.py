@@ -54,6 +54,7 @@ class Run:
   graphdef: nnx.GraphDef
   train_step: callable
   eval_step: callable
+  predict: callable  # (params, rest, moves int32[B, T]) -> logits float32[B, T, 1878]
   state_sharding: object
   data_sharding: NamedSharding
 
@@ -89,7 +90,7 @@ def train_step(graphdef, tx, snapshot_every: int, state: dict, batch: dict):
     return loss, nnx.state(model, nnx.Not(nnx.Param))
 
   (loss, rest), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"], state["rest"])
-  grad_norm = optax.global_norm(grads)
+  grad_norm = optax.tree.norm(grads)
   updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   params = optax.apply_updates(state["params"], updates)
 
@@ -136,6 +137,11 @@ def eval_step(graphdef, params, rest, batch: dict) -> dict:
   return metrics.batch_stats(logits, batch["states"], batch["mask"])
 
 
+def predict(graphdef, params, rest, moves):
+  model = nnx.merge(graphdef, params, rest)
+  return model(moves, train=False).astype(jnp.float32)
+
+
 def make_mesh() -> jax.sharding.Mesh:
   # Auto axis: shardings of batch-parallel code propagate through the model without per-op
   # annotations (Explicit mode would require them inside every model, e.g. at the embedding).
@@ -165,10 +171,30 @@ def build(config: ml_collections.ConfigDict):
       donate_argnums=0,
     ),
     eval_step=jax.jit(partial(eval_step, graphdef), out_shardings=replicated),
+    predict=jax.jit(partial(predict, graphdef)),
     state_sharding=state_sharding,
     data_sharding=data_sharding,
   )
   return model, state, run
+
+
+def restore_for_eval(workdir):
+  """(config, run, state, step) of the newest readable checkpoint of a training workdir."""
+  workdir = Path(workdir)
+  config_path = workdir / "config.json"
+  if not config_path.exists():
+    raise FileNotFoundError(f"{workdir} is not a training workdir (no config.json)")
+  config = ml_collections.ConfigDict(json.loads(config_path.read_text()))
+  _, state, run = build(config)
+  ckpt = Checkpointer(workdir)
+  try:
+    restored = ckpt.restore_latest(abstract_like(state))
+  finally:
+    ckpt.close()
+  if restored is None:
+    raise FileNotFoundError(f"{workdir} has no readable checkpoint")
+  step, state, _ = restored
+  return config, run, state, step
 
 
 def evaluate_batches(run: Run, state: dict, batches) -> dict:
@@ -219,8 +245,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   total = config.train.steps
   log.info(
     "%s %s: %s parameters, %d devices, %d processes, global batch %d, %d steps",
-    config.family, config.size, f"{n_params:,}", jax.device_count(), jax.process_count(),
-    config.data.batch_size, total,
+    config.family,
+    config.size,
+    f"{n_params:,}",
+    jax.device_count(),
+    jax.process_count(),
+    config.data.batch_size,
+    total,
   )
   step, pending, window = start_step, None, _Window()
   last_eval = {}
@@ -270,8 +301,9 @@ def _fixed_validation_batches(config) -> list[dict]:
   from chessjax.data import read_manifest
 
   if config.data.val_split not in read_manifest(config.data.train)["splits"]:
-    log.warning("no %r split in %s: no validation during training", config.data.val_split,
-                config.data.train)
+    log.warning(
+      "no %r split in %s: no validation during training", config.data.val_split, config.data.train
+    )
     return []
   it = pipeline.make_eval_batches(
     config.data.train,
@@ -329,14 +361,22 @@ def _log_interval(window: _Window, step, total, run, writer, config) -> None:
   steps_per_s = len(window.losses) / max(seconds, 1e-9)
   padding = 1.0 - window.tokens / max(window.cells, 1)
   lr = float(
-    optim.lr_schedule(config.optim.lr, config.optim.warmup_steps, total, config.optim.schedule,
-                      config.optim.floor)(step - 1)
+    optim.lr_schedule(
+      config.optim.lr, config.optim.warmup_steps, total, config.optim.schedule, config.optim.floor
+    )(step - 1)
   )
   eta = (total - step) / max(steps_per_s, 1e-9)
   log.info(
     "step %d/%d  loss %.4f  grad %.3f  lr %.2e  %s tok/s  pad %.2f  bad %d  eta %s",
-    step, total, loss, float(np.mean(window.norms)), lr, f"{tokens_per_s:,.0f}", padding,
-    int(window.last.get("bad_batches", 0)), _hms(eta),
+    step,
+    total,
+    loss,
+    float(np.mean(window.norms)),
+    lr,
+    f"{tokens_per_s:,.0f}",
+    padding,
+    int(window.last.get("bad_batches", 0)),
+    _hms(eta),
   )
   if writer is not None:
     scalars = {
@@ -357,7 +397,11 @@ def _log_interval(window: _Window, step, total, run, writer, config) -> None:
 def _log_eval(result: dict, step: int, writer) -> None:
   log.info(
     "step %d validation: loss %.4f  labelwise %.4f  exact %.4f  trajectory %.4f",
-    step, result["loss"], result["labelwise"], result["exact_state"], result["trajectory"],
+    step,
+    result["loss"],
+    result["labelwise"],
+    result["exact_state"],
+    result["trajectory"],
   )
   if writer is None:
     return
@@ -365,8 +409,9 @@ def _log_eval(result: dict, step: int, writer) -> None:
     writer.add_scalar(f"validation/{key}", result[key], step)
   for name, acc in result["groups"].items():
     writer.add_scalar(f"validation_groups/{name}", acc, step)
-  writer.add_image("validation/prefix_bins", plots.prefix_bins_image(result, "validation"), step,
-                   dataformats="HWC")
+  writer.add_image(
+    "validation/prefix_bins", plots.prefix_bins_image(result, "validation"), step, dataformats="HWC"
+  )
   writer.flush()
 
 

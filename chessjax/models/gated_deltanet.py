@@ -1,0 +1,302 @@
+"""Gated DeltaNet families: `gated_deltanet` (negative eigenvalues) and `gated_deltanet_pos`.
+
+The released configuration is flash-linear-attention's `GatedDeltaNetForCausalLM` (layer
+`fla.layers.GatedDeltaNet`, chunk mode, qk L2-norm in the kernel, output gate, short conv 4) with
+head dim K = 48, expand_v = 2 (V = 96) and the Transformer's head schedule (SPEC section 5.3;
+Yang, Kautz & Hatamizadeh, ICLR 2025; negative eigenvalues: Grazzi et al., ICLR 2025).
+
+Block (pre-norm, no dropout anywhere):  h += GDN(RMSNorm(h));  h += down(silu(gate(x)) * up(x)),
+x = RMSNorm(h), MLP width I = 256 ceil(floor(8d/3) / 256), no biases; final RMSNorm; eps 1e-6.
+GDN per head (q, k: K values; v, o: V values; x the normalised input):
+
+    q, k, v = silu(conv4(W_q x)), silu(conv4(W_k x)), silu(conv4(W_v x))   depthwise causal, no bias
+    q, k   <- q / sqrt(|q|^2 + 1e-6), k / sqrt(|k|^2 + 1e-6)
+    beta_t = sigmoid(W_b x_t) * (2 if negative eigenvalues else 1)
+    g_t    = -exp(A_log) * softplus(W_a x_t + dt_bias),  alpha_t = exp(g_t)
+    S_t    = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T    (S: V x K, float32)
+    o_t    = S_t q_t / sqrt(K)
+    out    = W_o(RMSNorm_V(o) * w * silu(W_g x))            (w: V values shared by heads)
+
+The recurrence itself is `chessjax.ops.delta_rule.gated_delta_rule` (chunked WY/UT form for
+`mixer_impl="fast"`, a scan over steps for `"sequential"`). Inits as the reference's
+`_init_weights`: every Linear, Conv and the embedding N(0, 0.02), head N(0, 0.02) with bias 0,
+RMSNorm weights 1, A_log = log U(0, 16), dt_bias = softplus^-1(dt) with
+dt = exp(U(log 1e-3, log 1e-1)) clamped >= 1e-4.
+
+Weight decay: the reference excludes A_log and dt_bias (`_no_weight_decay`). Here they are
+`layers.NoWeightDecay` variables, a subclass of `nnx.Param` (so they train and are counted as
+usual); `chessjax.optim.decay_mask(nnx.state(model, nnx.Param))` gives the matching boolean tree for
+`optax.adamw(..., mask=...)`.
+
+`dtype="bfloat16"` runs the Linear matmuls inside the blocks in bfloat16 (parameters stay float32);
+the embedding, norms, conv, recurrence (state and decays), residual stream and head stay float32.
+
+Streaming: `init_state(batch)` and `step(state, move_ids_B) -> (state, logits_B)` carry, per layer,
+the last `conv_size - 1` projected q/k/v inputs and the float32 recurrent state; feeding a game one
+move at a time gives the logits of the parallel forward.
+"""
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from chessjax import encoding
+from chessjax.models import SIZES, layers
+from chessjax.ops import delta_rule
+
+FAMILIES = ("gated_deltanet", "gated_deltanet_pos")
+MIXER_IMPLS = {"fast": "chunked", "sequential": "sequential"}
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class GatedDeltaNetConfig:
+  """Hyperparameters of a Gated DeltaNet model (defaults: the released configuration)."""
+
+  d: int
+  layers: int
+  heads: int
+  head_k_dim: int = 48
+  head_v_dim: int = 96
+  conv_size: int = 4
+  negative_eigenvalues: bool = True
+  mlp_width: int | None = None  # None: 256 * ceil(floor(8d/3) / 256), as the reference
+  norm_eps: float = 1e-6
+  qk_norm_eps: float = 1e-6
+  init_std: float = 0.02
+  mixer_impl: str = "fast"  # "fast" (chunked) | "sequential" (reference scan)
+  chunk_size: int = 64
+  dtype: str = "float32"  # matmul dtype of the block Linears: "float32" | "bfloat16"
+  dropout: float = 0.0  # accepted for uniformity with other families; the reference has none
+
+  def __post_init__(self):
+    if self.mixer_impl not in MIXER_IMPLS:
+      raise ValueError(f"mixer_impl must be one of {sorted(MIXER_IMPLS)}, got {self.mixer_impl!r}")
+    if self.dtype not in DTYPES:
+      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    if self.dropout != 0.0:
+      raise ValueError(f"Gated DeltaNet uses no dropout (reference config); got {self.dropout}")
+    if self.chunk_size < 1 or self.conv_size < 1:
+      raise ValueError(f"chunk_size and conv_size must be positive: {self}")
+
+  @property
+  def intermediate(self) -> int:
+    """MLP width: fla's GatedMLP rounds int(d * 4 * 2/3) up to a multiple of 256."""
+    if self.mlp_width is not None:
+      return self.mlp_width
+    return 256 * math.ceil((8 * self.d // 3) / 256)
+
+
+def base_config(family: str, size: str) -> GatedDeltaNetConfig:
+  """The released configuration of `family` ("gated_deltanet" or "gated_deltanet_pos") at `size`."""
+  if family not in FAMILIES:
+    raise ValueError(f"{family!r} is not a Gated DeltaNet family {FAMILIES}")
+  d, n_layers, heads = SIZES[size]
+  return GatedDeltaNetConfig(
+    d=d, layers=n_layers, heads=heads, negative_eigenvalues=family == "gated_deltanet"
+  )
+
+
+def _a_log_init(key, shape, dtype=jnp.float32):
+  return jnp.log(jax.random.uniform(key, shape, dtype, 0.0, 16.0))
+
+
+def _dt_bias_init(key, shape, dtype=jnp.float32):
+  lo, hi = math.log(1e-3), math.log(1e-1)
+  dt = jnp.maximum(jnp.exp(jax.random.uniform(key, shape, dtype, lo, hi)), 1e-4)
+  # softplus^-1(dt) = dt + log(1 - exp(-dt)), written with expm1 for accuracy at small dt.
+  return dt + jnp.log(-jnp.expm1(-dt))
+
+
+def _rms_norm(x, weight, eps):
+  x32 = x.astype(jnp.float32)
+  return x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps) * weight
+
+
+def _l2_normalize(x, eps):
+  return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+class ShortConv(nnx.Module):
+  """Depthwise causal conv (no bias) followed by silu, as fla's `ShortConvolution`.
+
+  `kernel[i]` multiplies x_{t - (W-1) + i}, i.e. torch's `weight[:, 0, i]` (last tap = current).
+  """
+
+  def __init__(self, channels: int, width: int, *, init, rngs: nnx.Rngs):
+    self.width = width
+    self.kernel = nnx.Param(init(rngs.params(), (width, channels), jnp.float32))
+
+  def __call__(self, x_BTC):
+    """Causal conv of a whole sequence (zero history)."""
+    t = x_BTC.shape[1]
+    xp = jnp.pad(x_BTC, [(0, 0), (self.width - 1, 0), (0, 0)])
+    y = sum(self.kernel[i] * xp[:, i : i + t] for i in range(self.width))
+    return jax.nn.silu(y)
+
+  def step(self, cache_BWC, x_BC):
+    """One step from the last W-1 inputs; returns (new cache, output)."""
+    window = jnp.concatenate([cache_BWC, x_BC[:, None]], axis=1)
+    y = jnp.einsum("bwc,wc->bc", window, self.kernel[...])
+    return window[:, 1:], jax.nn.silu(y)
+
+
+class GatedDeltaNetMixer(nnx.Module):
+  """fla's `GatedDeltaNet` layer (use_gate, use_short_conv, qk L2-norm) on normalised inputs."""
+
+  def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    h, kd, vd = cfg.heads, cfg.head_k_dim, cfg.head_v_dim
+    init = nnx.initializers.normal(cfg.init_std)
+    mm = DTYPES[cfg.dtype]
+
+    def lin(i, o):
+      return layers.torch_linear(i, o, rngs=rngs, use_bias=False, kernel_init=init, dtype=mm)
+
+    self.q_proj = lin(cfg.d, h * kd)
+    self.k_proj = lin(cfg.d, h * kd)
+    self.v_proj = lin(cfg.d, h * vd)
+    self.a_proj = lin(cfg.d, h)
+    self.b_proj = lin(cfg.d, h)
+    self.g_proj = lin(cfg.d, h * vd)
+    self.o_proj = lin(h * vd, cfg.d)
+    self.q_conv = ShortConv(h * kd, cfg.conv_size, init=init, rngs=rngs)
+    self.k_conv = ShortConv(h * kd, cfg.conv_size, init=init, rngs=rngs)
+    self.v_conv = ShortConv(h * vd, cfg.conv_size, init=init, rngs=rngs)
+    self.A_log = layers.NoWeightDecay(_a_log_init(rngs.params(), (h,)))
+    self.dt_bias = layers.NoWeightDecay(_dt_bias_init(rngs.params(), (h,)))
+    self.o_norm = nnx.Param(jnp.ones((vd,), jnp.float32))
+
+  def _gates(self, x):
+    """beta and log-decay g (float32) from the normalised input x [..., d]."""
+    beta = jax.nn.sigmoid(self.b_proj(x).astype(jnp.float32))
+    if self.cfg.negative_eigenvalues:
+      beta = 2.0 * beta  # eigenvalues of I - beta k k^T in (-1, 1]
+    a = self.a_proj(x).astype(jnp.float32)
+    g = -jnp.exp(self.A_log[...]) * jax.nn.softplus(a + self.dt_bias[...])
+    return beta, g
+
+  def _heads(self, q, k, v):
+    cfg = self.cfg
+    q = q.reshape(*q.shape[:-1], cfg.heads, cfg.head_k_dim)
+    k = k.reshape(*k.shape[:-1], cfg.heads, cfg.head_k_dim)
+    v = v.reshape(*v.shape[:-1], cfg.heads, cfg.head_v_dim)
+    return _l2_normalize(q, cfg.qk_norm_eps), _l2_normalize(k, cfg.qk_norm_eps), v
+
+  def _output(self, x, o):
+    """W_o(RMSNorm_V(o) * w * silu(W_g x)) for o [..., H, V]."""
+    cfg = self.cfg
+    gate = self.g_proj(x).astype(jnp.float32).reshape(o.shape)
+    y = _rms_norm(o, self.o_norm[...], cfg.norm_eps) * jax.nn.silu(gate)
+    return self.o_proj(y.reshape(*y.shape[:-2], -1)).astype(jnp.float32)
+
+  def __call__(self, x_BTD):
+    f32 = jnp.float32
+    q = self.q_conv(self.q_proj(x_BTD).astype(f32))
+    k = self.k_conv(self.k_proj(x_BTD).astype(f32))
+    v = self.v_conv(self.v_proj(x_BTD).astype(f32))
+    q, k, v = self._heads(q, k, v)
+    beta, g = self._gates(x_BTD)
+    o, _ = delta_rule.gated_delta_rule(
+      q, k, v, g, beta, impl=MIXER_IMPLS[self.cfg.mixer_impl], chunk_size=self.cfg.chunk_size
+    )
+    return self._output(x_BTD, o)
+
+  def init_state(self, batch: int):
+    """Zero conv caches (last W-1 projected inputs) and a zero float32 recurrent state."""
+    cfg = self.cfg
+    w = cfg.conv_size - 1
+    hk, hv = cfg.heads * cfg.head_k_dim, cfg.heads * cfg.head_v_dim
+    return {
+      "conv_q": jnp.zeros((batch, w, hk), jnp.float32),
+      "conv_k": jnp.zeros((batch, w, hk), jnp.float32),
+      "conv_v": jnp.zeros((batch, w, hv), jnp.float32),
+      "ssm": jnp.zeros((batch, cfg.heads, cfg.head_v_dim, cfg.head_k_dim), jnp.float32),
+    }
+
+  def step(self, state, x_BD):
+    """One token: returns (new state, output [B, d])."""
+    f32 = jnp.float32
+    cq, q = self.q_conv.step(state["conv_q"], self.q_proj(x_BD).astype(f32))
+    ck, k = self.k_conv.step(state["conv_k"], self.k_proj(x_BD).astype(f32))
+    cv, v = self.v_conv.step(state["conv_v"], self.v_proj(x_BD).astype(f32))
+    q, k, v = self._heads(q, k, v)
+    beta, g = self._gates(x_BD)
+    o, s = delta_rule.gated_delta_rule_step(state["ssm"], q, k, v, g, beta)
+    new_state = {"conv_q": cq, "conv_k": ck, "conv_v": cv, "ssm": s}
+    return new_state, self._output(x_BD, o)
+
+
+class GatedMLP(nnx.Module):
+  """down(silu(gate(x)) * up(x)), no biases (fla's `GatedMLP` with swish)."""
+
+  def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
+    init = nnx.initializers.normal(cfg.init_std)
+    mm = DTYPES[cfg.dtype]
+    i = cfg.intermediate
+    kw = {"rngs": rngs, "use_bias": False, "kernel_init": init, "dtype": mm}
+    self.gate_proj = layers.torch_linear(cfg.d, i, **kw)
+    self.up_proj = layers.torch_linear(cfg.d, i, **kw)
+    self.down_proj = layers.torch_linear(i, cfg.d, **kw)
+
+  def __call__(self, x):
+    return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x)).astype(jnp.float32)
+
+
+class Block(nnx.Module):
+  """Pre-norm residual block: h += GDN(RMSNorm(h)); h += MLP(RMSNorm(h))."""
+
+  def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
+    self.attn_norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.mixer = GatedDeltaNetMixer(cfg, rngs=rngs)
+    self.mlp_norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.mlp = GatedMLP(cfg, rngs=rngs)
+
+  def __call__(self, h):
+    h = h + self.mixer(self.attn_norm(h))
+    return h + self.mlp(self.mlp_norm(h))
+
+  def step(self, state, h):
+    state, y = self.mixer.step(state, self.attn_norm(h))
+    h = h + y
+    return state, h + self.mlp(self.mlp_norm(h))
+
+
+class Model(nnx.Module):
+  """Embedding -> Gated DeltaNet blocks -> RMSNorm -> 1878-wide state head."""
+
+  def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    init = nnx.initializers.normal(cfg.init_std)
+    self.embed = nnx.Embed(
+      encoding.MOVE_VOCAB_SIZE, cfg.d, embedding_init=init, param_dtype=jnp.float32, rngs=rngs
+    )
+    self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
+    self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.head = layers.state_head(
+      cfg.d, rngs=rngs, kernel_init=init, bias_init=nnx.initializers.zeros_init()
+    )
+
+  def __call__(self, moves_BT, *, train: bool = False):
+    """Logits float[B, T, 1878] for right-padded move ids int32[B, T] (`train` is unused)."""
+    del train  # no dropout in this family
+    h = self.embed(moves_BT).astype(jnp.float32)
+    for block in self.blocks:
+      h = block(h)
+    return self.head(self.norm(h))
+
+  def init_state(self, batch: int):
+    """Streaming state before the first token: one dict per layer (see `step`)."""
+    return [block.mixer.init_state(batch) for block in self.blocks]
+
+  def step(self, state, move_ids_B):
+    """Consumes one move id per game; returns (new state, logits float[B, 1878])."""
+    h = self.embed(move_ids_B).astype(jnp.float32)
+    new_state = []
+    for block, s in zip(self.blocks, state, strict=True):
+      s, h = block.step(s, h)
+      new_state.append(s)
+    return new_state, self.head(self.norm(h))

@@ -1,0 +1,323 @@
+"""Configs, optimizer schedule, training loop, resume, non-finite guard, sharding, processes."""
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import REPO
+
+from chessjax import optim, train
+from chessjax.models import FAMILIES, SIZES, abstract_model, count_params
+from configs import cwm
+from data_prep import process_pgn
+
+FAMILY = "gated_deltanet"  # Test family: small and quick to compile at smoke size.
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+  out = tmp_path_factory.mktemp("data") / "real"
+  args = ["--pgn", str(REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"), "--out", str(out)]
+  process_pgn.run(process_pgn.parse_args(args + ["--max-games", "200", "--val-fraction", "0.05"]))
+  return out
+
+
+def smoke_config(dataset, **train_overrides):
+  config = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
+  config.data.train = str(dataset)
+  config.data.bucket_lengths = (128,)  # One shape: one compilation.
+  for k, v in train_overrides.items():
+    setattr(config.train, k, v)
+  return config
+
+
+def subprocess_env(tmp_path, **extra):
+  env = dict(os.environ)
+  env.update(
+    JAX_COMPILATION_CACHE_DIR=str(tmp_path.parent / "jax_cache"),
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    PYTHONPATH=str(REPO),
+  )
+  env.update(extra)
+  return env
+
+
+def main_cmd(dataset, workdir, *overrides):
+  return [
+    sys.executable, "-m", "chessjax.main",
+    f"--config={REPO / 'configs' / 'cwm.py'}:family={FAMILY},size=d128,smoke=True",
+    f"--workdir={workdir}", f"--config.data.train={dataset}", "--config.data.bucket_lengths=(128,)",
+    *overrides,
+  ]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_config_locks_and_builds(family):
+  for size in SIZES:
+    config = cwm.get_config(f"family={family},size={size}")
+    config.lock()
+    with pytest.raises(AttributeError):
+      config.optim.not_a_key = 1
+    model = abstract_model(family, size, **config.model.to_dict())
+    assert count_params(model) > 1_000_000
+    json.dumps(config.to_dict())
+  main = cwm.MAIN_FAMILY[family]
+  assert cwm.get_config(f"family={family},size=d256").optim.lr == cwm.FINAL[main]["d256"][0]
+
+
+def test_config_arg_errors():
+  with pytest.raises(ValueError, match="unknown family"):
+    cwm.get_config("family=lstm")
+  with pytest.raises(ValueError, match="unknown config arg"):
+    cwm.get_config("famly=slice")
+  with pytest.raises(ValueError, match="key=value"):
+    cwm.get_config("slice")
+  smoke = cwm.get_config("smoke=True")
+  assert smoke.train.steps < 100 and smoke.data.batch_size <= 16
+
+
+def test_lr_schedule_matches_spec():
+  fn = optim.lr_schedule(1e-3, 10, 110, "cosine", 0.1)
+  assert float(fn(0)) == pytest.approx(1e-4)  # (step + 1) / warmup
+  assert float(fn(9)) == pytest.approx(1e-3)
+  assert float(fn(10)) == pytest.approx(1e-3)
+  assert float(fn(60)) == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5))
+  assert float(fn(110)) == pytest.approx(1e-4)
+  const = optim.lr_schedule(3e-4, 4, 100, "constant", 0.1)
+  assert [float(const(s)) for s in (0, 3, 50, 99)] == pytest.approx([7.5e-5, 3e-4, 3e-4, 3e-4])
+  with pytest.raises(ValueError):
+    optim.lr_schedule(1e-3, 10, 100, "linear", 0.1)
+
+
+def test_weight_decay_mask_excludes_gdn_gates():
+  from flax import nnx
+
+  from chessjax.models import create_model
+
+  model = create_model("gated_deltanet", "d128")
+  mask = optim.decay_mask(nnx.state(model, nnx.Param)).to_pure_dict()
+  flat = {"/".join(map(str, k)): v for k, v in jax.tree_util.tree_flatten_with_path(mask)[0]}
+  off = sorted(k for k, v in flat.items() if not v)
+  assert off and all(k.split("/")[-1].strip("'[]") in ("A_log", "dt_bias") for k in off)
+  assert sum(flat.values()) == len(flat) - len(off)
+
+
+def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
+  reference = train.train_and_evaluate(
+    smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "a"
+  )
+  assert reference["steps"] == 8 and reference["resumed_from"] == 0
+  assert math.isfinite(reference["validation"]["loss"])
+  _, _, want, _ = train.restore_for_eval(tmp_path / "a")
+
+  real_build = train.build
+
+  def crashing_build(config):  # The 7th step of this process dies, after the checkpoint at 4.
+    model, state, run = real_build(config)
+    calls, step_fn = [0], run.train_step
+
+    def step(state, batch):
+      calls[0] += 1
+      if calls[0] == 7:
+        raise KeyboardInterrupt("simulated crash")
+      return step_fn(state, batch)
+
+    run.train_step = step
+    return model, state, run
+
+  monkeypatch.setattr(train, "build", crashing_build)
+  with pytest.raises(KeyboardInterrupt):
+    train.train_and_evaluate(smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b")
+  monkeypatch.setattr(train, "build", real_build)
+  resumed = train.train_and_evaluate(
+    smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b"
+  )
+  assert resumed["resumed_from"] == 4 and resumed["steps"] == 8
+  _, _, got, _ = train.restore_for_eval(tmp_path / "b")
+  for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert json.loads((tmp_path / "b" / "config.json").read_text())["family"] == FAMILY
+  assert list((tmp_path / "b" / "tb").iterdir())
+
+
+def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
+  train.train_and_evaluate(smoke_config(dataset, steps=4, checkpoint_every=2), tmp_path / "w")
+  latest = tmp_path / "w" / "checkpoints" / "4" / "state"
+  for path in latest.rglob("*"):
+    if path.is_file() and path.stat().st_size > 0:
+      path.write_bytes(b"\0" * path.stat().st_size)
+  _, _, _, step = train.restore_for_eval(tmp_path / "w")
+  assert step == 2
+  assert "unreadable" in caplog.text
+
+
+def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
+  config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
+  _, state, run = train.build(config)
+  it = train.pipeline.make_batches(
+    str(dataset), "train", batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
+  )
+  batch = train.global_batch(next(it), run.data_sharding)
+  state, out = run.train_step(state, batch)
+  assert float(out["bad_batches"]) == 0
+  # Non-finite parameters make the loss non-finite: the batch is skipped and counted.
+  poisoned = dict(state, params=jax.tree.map(lambda x: x * jnp.nan, state["params"]))
+  poisoned, out = run.train_step(poisoned, batch)
+  assert float(out["bad_in_a_row"]) == 1 and not math.isfinite(float(out["loss"]))
+  assert int(poisoned["step"]) == 2
+  it.close()
+  # A learning rate that blows the parameters up: rolled back to the snapshot, then abort.
+  config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
+  config.optim.lr = 1e38
+  config.optim.warmup_steps = 1
+  with pytest.raises(train.NonFiniteError, match="consecutive"):
+    train.train_and_evaluate(config, tmp_path / "nan")
+
+
+def run_losses(dataset, tmp_path, name, env_extra, steps=3):
+  """Runs `steps` training steps in a fresh process; returns the per-step losses."""
+  code = (
+    "import json, sys, jax\n"
+    "from configs import cwm\n"
+    "from chessjax import train\n"
+    f"c = cwm.get_config('family={FAMILY},size=d128,smoke=True')\n"
+    f"c.data.train = {str(dataset)!r}; c.data.bucket_lengths = (128,)\n"
+    "model, state, run = train.build(c)\n"
+    "it = train.pipeline.make_batches(c.data.train, 'train', batch_size=8, seed=0,"
+    " bucket_lengths=(128,), max_len=128)\n"
+    "losses = []\n"
+    f"for _ in range({steps}):\n"
+    "  state, out = run.train_step(state, train.global_batch(next(it), run.data_sharding))\n"
+    "  losses.append(float(out['loss']))\n"
+    "print(json.dumps({'devices': jax.device_count(), 'losses': losses}))\n"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    env=subprocess_env(tmp_path, **env_extra),
+    timeout=600,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_data_parallel_on_four_devices_matches_one(dataset, tmp_path):
+  one = run_losses(dataset, tmp_path, "one", {})
+  four = run_losses(
+    dataset, tmp_path, "four", {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+  )
+  assert one["devices"] == 1 and four["devices"] == 4
+  np.testing.assert_allclose(four["losses"], one["losses"], rtol=2e-5)
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_train_like_one(dataset, tmp_path):
+  port = free_port()
+  procs = []
+  for pid in range(2):
+    env = subprocess_env(
+      tmp_path,
+      CHESSJAX_COORDINATOR=f"127.0.0.1:{port}",
+      CHESSJAX_NUM_PROCESSES="2",
+      CHESSJAX_PROCESS_ID=str(pid),
+    )
+    cmd = main_cmd(
+      dataset,
+      tmp_path / "multi",
+      "--config.train.steps=4",
+      "--config.train.checkpoint_every=4",
+      "--config.train.eval_every=4",
+    )
+    procs.append(
+      subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+      )
+    )
+  outputs = [p.communicate(timeout=600)[0] for p in procs]
+  for p, out in zip(procs, outputs, strict=True):
+    assert p.returncode == 0, out[-3000:]
+  assert "2 processes" in outputs[0]
+  single = subprocess.run(
+    main_cmd(
+      dataset,
+      tmp_path / "single",
+      "--config.train.steps=4",
+      "--config.train.checkpoint_every=4",
+      "--config.train.eval_every=4",
+    ),
+    cwd=REPO,
+    env=subprocess_env(tmp_path),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert single.returncode == 0, single.stderr[-3000:]
+  multi = json.loads((tmp_path / "multi" / "train_summary.json").read_text())
+  one = json.loads((tmp_path / "single" / "train_summary.json").read_text())
+  assert multi["validation"]["loss"] == pytest.approx(one["validation"]["loss"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_kill_9_then_rerun_reaches_the_same_parameters(dataset, tmp_path):
+  overrides = [
+    "--config.train.steps=30",
+    "--config.train.checkpoint_every=5",
+    "--config.train.eval_every=1000",
+    "--config.train.log_every=5",
+  ]
+  env = subprocess_env(tmp_path)
+  ref = subprocess.run(
+    main_cmd(dataset, tmp_path / "ref", *overrides),
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert ref.returncode == 0, ref.stderr[-3000:]
+  work = tmp_path / "killed"
+  proc = subprocess.Popen(
+    main_cmd(dataset, work, *overrides),
+    cwd=REPO,
+    env=env,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
+  deadline = time.time() + 600
+  while time.time() < deadline and not (work / "checkpoints" / "10").exists():
+    time.sleep(0.01)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  assert not (work / "train_summary.json").exists(), "the run finished before the kill"
+  rerun = subprocess.run(
+    main_cmd(dataset, work, *overrides),
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert json.loads((work / "train_summary.json").read_text())["resumed_from"] >= 10
+  _, _, want, _ = train.restore_for_eval(tmp_path / "ref")
+  _, _, got, _ = train.restore_for_eval(work)
+  for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
