@@ -156,14 +156,31 @@ def state_metrics(logits, states, mask) -> dict:
   return acc.result()
 
 
-def majority_baseline(states: np.ndarray, mask: np.ndarray) -> np.ndarray:
-  """Per-(step, label) majority class of a training set: the label row a model that ignores the
-  moves but knows t would predict. Returns int[T, 75]."""
-  steps, n_labels = states.shape[1], states.shape[2]
-  out = np.zeros((steps, n_labels), dtype=np.int64)
-  for t in range(steps):
-    valid = states[mask[:, t], t]
-    if len(valid):
-      for j in range(n_labels):
-        out[t, j] = np.bincount(valid[:, j]).argmax()
-  return out
+def majority_labels(games) -> np.ndarray:
+  """The majority-class baseline: each label's most frequent class over all steps of `games`
+  (dicts with `states`), the same row for every step. Returns uint8[75]."""
+  counts = np.zeros((labels.NUM_LABELS, labels.MAX_CLASSES), dtype=np.int64)
+  cols = np.arange(labels.NUM_LABELS)
+  for game in games:
+    np.add.at(counts, (np.broadcast_to(cols, game["states"].shape), game["states"]), 1)
+  return counts.argmax(axis=1).astype(np.uint8)
+
+
+def constant_prediction_metrics(row: np.ndarray, games) -> dict:
+  """Labelwise, ExactState and Trajectory of predicting `row` at every step of `games`."""
+  steps = correct = exact = n_games = exact_games = 0
+  for game in games:
+    hit = game["states"] == row[None]
+    steps += len(hit)
+    correct += int(hit.sum())
+    all_hit = hit.all(axis=1)
+    exact += int(all_hit.sum())
+    n_games += 1
+    exact_games += int(all_hit.all())
+  return {
+    "labelwise": correct / (labels.NUM_LABELS * steps),
+    "exact_state": exact / steps,
+    "trajectory": exact_games / n_games,
+    "steps": steps,
+    "games": n_games,
+  }

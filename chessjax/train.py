@@ -83,13 +83,16 @@ def _all_finite(tree) -> jax.Array:
 def train_step(graphdef, tx, snapshot_every: int, state: dict, batch: dict):
   """One optimisation step with the non-finite guard. Pure; jitted once per batch shape."""
 
-  def loss_of(params, rest):
-    model = nnx.merge(graphdef, params, rest)
-    logits = model(batch["moves"], train=True)
-    loss = metrics.loss_fn(logits, batch["states"], batch["mask"])
-    return loss, nnx.state(model, nnx.Not(nnx.Param))
+  model = nnx.merge(graphdef, state["params"], state["rest"])
 
-  (loss, rest), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"], state["rest"])
+  def loss_of(model):
+    logits = model(batch["moves"], train=True)
+    return metrics.loss_fn(logits, batch["states"], batch["mask"])
+
+  # nnx.value_and_grad (not jax's) so that dropout may advance the model's RNG counters inside
+  # the differentiated function; gradients are taken w.r.t. the nnx.Param variables only.
+  loss, grads = nnx.value_and_grad(loss_of)(model)
+  rest = nnx.state(model, nnx.Not(nnx.Param))
   grad_norm = optax.tree.norm(grads)
   updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   params = optax.apply_updates(state["params"], updates)

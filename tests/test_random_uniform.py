@@ -1,0 +1,425 @@
+"""Random-uniform generation: the released games reproduced, the fast game-end test proved equal to
+python-chess, worker-count invariance, states, manifest and the writer's safety rules."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import chess
+import chess.variant
+import numpy as np
+import pytest
+
+from chessjax.data import read_games, read_manifest
+from chessjax.data.shards import MANIFEST, STAGING
+from chessjax.encoding import START_ID, id_to_move, labels_to_fen, move_id
+from data_prep import random_uniform
+from data_prep.termination import GameEnd
+
+REFERENCE_JSONL = Path(__file__).parent / "data" / "reference_random_uniform_seed0_first5.jsonl"
+T = chess.Termination
+ALL_TERMINATIONS = {
+  T.CHECKMATE,
+  T.STALEMATE,
+  T.INSUFFICIENT_MATERIAL,
+  T.SEVENTYFIVE_MOVES,
+  T.FIVEFOLD_REPETITION,
+  T.FIFTY_MOVES,
+  T.THREEFOLD_REPETITION,
+}
+
+
+def _reference_games() -> list[dict]:
+  return [json.loads(line) for line in REFERENCE_JSONL.read_text().splitlines() if line]
+
+
+def _generate(tmp_path, name, **kw):
+  kw.setdefault("progress", False)
+  out = tmp_path / name
+  manifest = random_uniform.generate(out, **kw)
+  return manifest, list(read_games(out, kw.get("split", "test")))
+
+
+# --------------------------------------------------------------------------------------------
+# Reference compatibility
+
+
+def test_reference_mode_reproduces_released_games(tmp_path):
+  ref = _reference_games()
+  assert len(ref) == 5
+  manifest, games = _generate(tmp_path, "ref", games=5, seed=0, compat="reference")
+  assert [g["example_id"] for g in games] == [r["example_id"] for r in ref]
+  for g, r in zip(games, ref, strict=True):
+    assert g["moves"].tolist() == r["moves"], r["example_id"]
+    assert g["result"] == r["result"], r["example_id"]
+    assert g["plies"] == r["plies"], r["example_id"]
+  assert manifest["counts"] == {"games_requested": 5, "generated": 5, "kept": 5, "skipped_short": 0}
+
+
+def test_reference_mode_short_games_consume_draws_and_ids(tmp_path):
+  # With a 200-ply floor games 1 (138 plies) and 2 (75) are skipped; games 3 and 4 must still be
+  # the released ones, so skipped games drew from the same stream and kept their id numbers.
+  ref = {r["example_id"]: r for r in _reference_games()}
+  manifest, games = _generate(tmp_path, "ref", games=3, seed=0, compat="reference", min_plies=200)
+  assert [g["example_id"] for g in games] == [
+    "cwm_random_00000",
+    "cwm_random_00003",
+    "cwm_random_00004",
+  ]
+  for g in games:
+    assert g["moves"].tolist() == ref[g["example_id"]]["moves"]
+  assert manifest["counts"]["skipped_short"] == 2
+  assert manifest["counts"]["generated"] == 5
+
+
+def test_yardstick_loop_matches_reference_mode():
+  # The released loop itself (python-chess's is_game_over every ply) against play_random_game.
+  for seed in (1, 2):
+    slow_rng, fast_rng = random.Random(seed), random.Random(seed)
+    for _ in range(3):
+      board, moves = chess.Board(), []
+      while not board.is_game_over(claim_draw=True):
+        legal = list(board.legal_moves)
+        move = legal[slow_rng.randrange(len(legal))]
+        moves.append(move_id(move))
+        board.push(move)
+      fast_moves, _, outcome = random_uniform.play_random_game(fast_rng.randrange)
+      assert fast_moves[1:] == moves
+      assert outcome.result() == board.result(claim_draw=True)
+
+
+# --------------------------------------------------------------------------------------------
+# GameEnd == board.outcome(claim_draw=True)
+
+
+class _Stats:
+  def __init__(self):
+    self.plies = 0
+    self.terminations = Counter()
+    self.lookahead_threefold = 0  # claimable only through a next move
+    self.fifty_lookahead = 0  # claimable at clock 99 through a next move
+    self.clock99_open = 0  # clock 99 and the game goes on
+
+  def check(self, board: chess.Board, end: GameEnd) -> chess.Outcome | None:
+    legal = list(board.legal_moves)
+    fast = end.outcome(legal)
+    slow = board.outcome(claim_draw=True)
+    assert fast == slow, (board.fen(), [m.uci() for m in board.move_stack[-12:]], fast, slow)
+    assert (fast is not None) == board.is_game_over(claim_draw=True), board.fen()
+    assert end.outcome() == fast  # The legal list is optional.
+    self.plies += 1
+    if fast is not None:
+      self.terminations[fast.termination] += 1
+      if fast.termination == T.THREEFOLD_REPETITION and end.repetitions() < 3:
+        self.lookahead_threefold += 1
+      if fast.termination == T.FIFTY_MOVES and board.halfmove_clock == 99:
+        self.fifty_lookahead += 1
+    elif board.halfmove_clock == 99:
+      self.clock99_open += 1
+    return fast
+
+
+def _uniform(rng):
+  return lambda board, legal: legal[rng.randrange(len(legal))]
+
+
+def _repeating(rng, p=0.6):
+  """Undoes the mover's previous move when it can (A-B-A-B shuffles), else plays at random."""
+
+  def choose(board, legal):
+    if len(board.move_stack) >= 2 and rng.random() < p:
+      prev = board.move_stack[-2]
+      back = chess.Move(prev.to_square, prev.from_square)
+      if back in legal:
+        return back
+    return legal[rng.randrange(len(legal))]
+
+  return choose
+
+
+def _quiet(rng):
+  """Prefers moves that keep the halfmove clock running, to reach the 50/75-move boundaries."""
+
+  def choose(board, legal):
+    quiet = [m for m in legal if not board.is_zeroing(m)]
+    pool = quiet or legal
+    return pool[rng.randrange(len(pool))]
+
+  return choose
+
+
+def _walk(stats, board, choose, *, max_plies, stop_at_end):
+  """Plays from `board`, comparing the fast and python-chess outcomes before every move."""
+  end = GameEnd(board)
+  for _ in range(max_plies):
+    outcome = stats.check(board, end)
+    legal = list(board.legal_moves)
+    if not legal or (outcome is not None and stop_at_end):
+      return
+    if outcome is not None and outcome.termination == T.INSUFFICIENT_MATERIAL:
+      return  # Stays so for good: nothing further to compare.
+    end.push(choose(board, legal))
+  stats.check(board, end)
+
+
+# Positions near the rules' edges: clocks at 95..149, kings shuffling beside locked pawns,
+# castling rights that a rook move destroys, en passant that is pseudo-legal only (pinned pawn).
+CRAFTED = [
+  "8/8/4k3/8/8/3K4/6R1/8 w - - 95 120",
+  "8/8/4k3/8/8/3K4/6R1/8 b - - 97 120",
+  "k7/8/8/8/8/1q6/P7/K7 w - - 99 80",  # Clock 99, every legal move zeroes it.
+  "7k/8/5QK1/8/8/8/8/8 w - - 98 90",
+  "8/2k5/8/2pP4/2P5/3K4/8/8 w - - 140 150",
+  "8/3k4/3p4/2pP4/2P5/3K4/8/8 b - - 0 60",
+  "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1",
+  "r3k2r/pppq1ppp/8/8/8/8/PPPQ1PPP/R3K2R b KQkq - 6 20",
+  "4k3/8/8/8/3p4/8/4P3/4K3 w - - 0 1",  # e2e4 gives a legal en passant.
+  "8/8/8/8/R4p1k/8/4P3/K7 w - - 0 1",  # e2e4: ep square, but fxe3 would expose the king.
+  "8/8/4k3/8/8/3K4/4B3/8 w - - 0 1",  # Insufficient from the start.
+  "8/8/4k3/2b5/8/3K4/4N3/8 w - - 30 60",
+  "7k/5K2/6Q1/8/8/8/8/8 b - - 10 70",  # Stalemate.
+]
+
+
+def _equivalence_walks(stats, *, random_games, long_walks, crafted_repeats):
+  rng = random.Random(12345)
+  # Generation exactly as the generator plays: from the start, up to the first end.
+  for seed in range(random_games):
+    _walk(stats, chess.Board(), _uniform(random.Random(seed)), max_plies=2000, stop_at_end=True)
+  # Past the first claimable draw: fivefold, seventy-five moves and long windows.
+  for i in range(long_walks):
+    choose = (_repeating, _quiet, _uniform)[i % 3](random.Random(1000 + i))
+    _walk(stats, chess.Board(), choose, max_plies=260, stop_at_end=False)
+  for fen in CRAFTED:
+    for j in range(crafted_repeats):
+      choose = (_repeating, _quiet, _uniform)[j % 3](rng)
+      _walk(stats, chess.Board(fen), choose, max_plies=220, stop_at_end=False)
+
+
+def test_game_end_matches_python_chess():
+  stats = _Stats()
+  _equivalence_walks(stats, random_games=12, long_walks=6, crafted_repeats=3)
+  assert stats.plies > 8000
+  assert set(stats.terminations) == ALL_TERMINATIONS, stats.terminations
+  assert stats.lookahead_threefold > 0
+  assert stats.fifty_lookahead > 0
+  assert stats.clock99_open > 0
+
+
+@pytest.mark.slow
+def test_game_end_matches_python_chess_long():
+  stats = _Stats()
+  _equivalence_walks(stats, random_games=250, long_walks=60, crafted_repeats=15)
+  assert stats.plies > 100_000
+  assert set(stats.terminations) == ALL_TERMINATIONS, stats.terminations
+
+
+def test_game_end_resumes_from_a_move_stack():
+  # A tracker built mid-game (backward scan of the stack) must agree with one that saw every move.
+  stats = _Stats()
+  rng = random.Random(7)
+  for seed in range(4):
+    board = chess.Board()
+    choose = _repeating(random.Random(seed), p=0.8)
+    follower = GameEnd(board)
+    for ply in range(160):
+      if ply % 23 == 0:
+        stack, fen = list(board.move_stack), board.fen()
+        fresh = GameEnd(board)
+        assert board.move_stack == stack and board.fen() == fen  # The scan put the stack back.
+        assert fresh.outcome() == follower.outcome() == board.outcome(claim_draw=True)
+        assert fresh.repetitions() == follower.repetitions()
+      stats.check(board, follower)
+      legal = list(board.legal_moves)
+      if not legal:
+        break
+      follower.push(choose(board, legal))
+    _walk(stats, board, _uniform(rng), max_plies=40, stop_at_end=False)
+  assert stats.plies > 500
+
+
+def test_game_end_rejects_variants():
+  with pytest.raises(TypeError, match="standard chess.Board"):
+    GameEnd(chess.variant.AtomicBoard())
+
+
+# --------------------------------------------------------------------------------------------
+# Default mode, states, manifest
+
+
+def test_default_mode_identical_for_any_worker_count(tmp_path):
+  m1, g1 = _generate(tmp_path, "w1", games=20, seed=3, workers=1)
+  m2, g2 = _generate(tmp_path, "w2", games=20, seed=3, workers=2)
+  assert len(g1) == len(g2) == 20
+  for a, b in zip(g1, g2, strict=True):
+    assert a["example_id"] == b["example_id"]
+    assert a["result"] == b["result"]
+    np.testing.assert_array_equal(a["moves"], b["moves"])
+    np.testing.assert_array_equal(a["states"], b["states"])
+  assert m1["counts"] == m2["counts"]
+  assert m1["terminations"] == m2["terminations"]
+  assert m1["splits"] == m2["splits"]
+  # Game n depends on (seed, n) only: a shorter run is a prefix, another seed differs.
+  _, g_short = _generate(tmp_path, "short", games=3, seed=3, workers=1)
+  assert [g["example_id"] for g in g_short] == [g["example_id"] for g in g1[:3]]
+  for a, b in zip(g_short, g1, strict=False):
+    np.testing.assert_array_equal(a["moves"], b["moves"])
+  _, g_other = _generate(tmp_path, "other", games=3, seed=4, workers=1)
+  assert g_other[0]["moves"].tolist() != g1[0]["moves"].tolist()
+  assert g1[0]["example_id"] == "cwm_uniform_s3_00000"
+  assert random_uniform.game_seed(3, 0) != random_uniform.game_seed(3, 1)
+  assert random_uniform.game_seed(3, 0) != random_uniform.game_seed(4, 0)
+
+
+@pytest.mark.parametrize("ep_mode", ["pseudo", "legal"])
+def test_states_match_python_chess(tmp_path, ep_mode):
+  _, games = _generate(tmp_path, ep_mode, games=6, seed=11, ep_mode=ep_mode)
+  _, ref = _generate(
+    tmp_path, ep_mode + "_ref", games=2, seed=0, compat="reference", ep_mode=ep_mode
+  )
+  checked = 0
+  for game in games + ref:
+    moves, states = game["moves"], game["states"]
+    assert moves[0] == START_ID
+    assert states.shape == (game["plies"] + 1, 75)
+    board = chess.Board()
+    fen = (lambda b: b.fen(en_passant="fen")) if ep_mode == "pseudo" else (lambda b: b.fen())
+    assert labels_to_fen(states[0]) == fen(board)
+    for t in range(1, len(moves)):
+      move = chess.Move.from_uci(id_to_move(moves[t]))
+      assert board.is_legal(move)
+      board.push(move)
+      assert labels_to_fen(states[t]) == fen(board), (game["example_id"], t)
+      checked += 1
+    assert board.result(claim_draw=True) == game["result"]
+    assert board.is_game_over(claim_draw=True)
+  assert checked > 1000
+
+
+def test_manifest_contents(tmp_path):
+  manifest, games = _generate(tmp_path, "m", games=7, seed=5, ep_mode="legal", split="random")
+  assert manifest == read_manifest(tmp_path / "m")
+  assert manifest["kind"] == "random_uniform"
+  gen = manifest["generator"]
+  assert gen["name"] == "data_prep.random_uniform"
+  assert gen["mode"] == "default" and gen["seed"] == 5
+  assert gen["python_chess"] == chess.__version__ == "1.11.2"
+  assert gen["id_format"] == random_uniform.DEFAULT_ID
+  assert manifest["encoding"]["ep_mode"] == "legal"
+  c = manifest["counts"]
+  assert c["games_requested"] == c["kept"] == 7
+  assert c["generated"] == c["kept"] + c["skipped_short"]
+  assert list(manifest["splits"]) == ["random"]
+  assert manifest["splits"]["random"]["games"] == 7
+  plies = [g["plies"] for g in games]
+  assert manifest["splits"]["random"]["plies"] == manifest["plies"]["total"] == sum(plies)
+  assert manifest["plies"]["max"] == max(plies) and manifest["plies"]["min"] == min(plies) >= 20
+  assert sum(manifest["terminations"].values()) == 7
+  assert set(manifest["terminations"]) <= {t.name.lower() for t in ALL_TERMINATIONS}
+  assert manifest["elapsed_s"] > 0 and manifest["games_per_s"] > 0
+  assert manifest["options"]["min_plies"] == 20 and manifest["options"]["workers"] == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Command line, overwrite protection, aborts
+
+
+def test_cli_refuses_to_overwrite_complete_dataset(tmp_path, capsys):
+  out = str(tmp_path / "cli")
+  args = ["--games", "2", "--seed", "1", "--out", out, "--workers", "1", "--quiet"]
+  assert random_uniform.main(args) == 0
+  first = (tmp_path / "cli" / MANIFEST).read_text()
+  assert random_uniform.main([*args[:3], "2", *args[4:]]) == 2
+  assert "--overwrite" in capsys.readouterr().err
+  assert (tmp_path / "cli" / MANIFEST).read_text() == first
+  assert random_uniform.main([*args[:3], "2", *args[4:], "--overwrite"]) == 0
+  assert json.loads((tmp_path / "cli" / MANIFEST).read_text())["generator"]["seed"] == 2
+  with pytest.raises(FileExistsError):
+    random_uniform.generate(tmp_path / "cli", games=1, progress=False)
+
+
+@pytest.mark.parametrize(
+  "extra, message",
+  [
+    (["--games", "0"], "--games must be >= 1"),
+    (["--games", "2", "--seed", "-1"], "--seed must be >= 0"),
+    (["--games", "2", "--workers", "0"], "--workers must be >= 1"),
+    (["--games", "2", "--compat", "reference", "--workers", "2"], "one random stream"),
+    (["--games", "2", "--min-plies", "-3"], "--min-plies must be >= 0"),
+    (["--games", "2", "--split", "a/b"], "--split must be"),
+    (["--games", "2", "--ep-mode", "fen"], "invalid choice"),
+    (["--games", "2", "--compat", "released"], "invalid choice"),
+  ],
+)
+def test_cli_bad_arguments(tmp_path, capsys, extra, message):
+  with pytest.raises(SystemExit) as info:
+    random_uniform.main(["--out", str(tmp_path / "x"), *extra])
+  assert info.value.code == 2
+  assert message in capsys.readouterr().err
+  assert not (tmp_path / "x").exists()
+
+
+def test_generate_bad_arguments(tmp_path):
+  with pytest.raises(ValueError, match="compat"):
+    random_uniform.generate(tmp_path / "x", games=1, compat="released")
+  with pytest.raises(ValueError, match="ep_mode"):
+    random_uniform.generate(tmp_path / "x", games=1, ep_mode="fen")
+  with pytest.raises(ValueError, match="one process"):
+    random_uniform.generate(tmp_path / "x", games=1, compat="reference", workers=2)
+  assert not (tmp_path / "x").exists()
+
+
+def test_failure_aborts_without_a_dataset(tmp_path, monkeypatch):
+  out = tmp_path / "abort"
+  real_add = random_uniform.shards.DatasetWriter.add
+  calls = []
+
+  def failing_add(self, split, record, plies):
+    calls.append(plies)
+    if len(calls) == 3:
+      raise KeyboardInterrupt
+    real_add(self, split, record, plies)
+
+  monkeypatch.setattr(random_uniform.shards.DatasetWriter, "add", failing_add)
+  with pytest.raises(KeyboardInterrupt):
+    random_uniform.generate(out, games=5, seed=0, workers=2, progress=False)
+  assert not (out / MANIFEST).exists()
+  assert not (out / STAGING).exists()
+  assert not list(out.glob("*.array_record"))
+  monkeypatch.setattr(random_uniform.shards.DatasetWriter, "add", real_add)
+  manifest = random_uniform.generate(out, games=2, seed=0, progress=False)
+  assert manifest["counts"]["kept"] == 2
+
+
+def test_killed_run_leaves_no_dataset(tmp_path):
+  # SIGTERM (a plain `kill`) unwinds like Ctrl-C: workers stop, staged shards are removed.
+  out = tmp_path / "killed"
+  cmd = [sys.executable, "-m", "data_prep.random_uniform", "--games", "100000", "--out", str(out)]
+  repo = Path(__file__).resolve().parents[1]
+  proc = subprocess.Popen(
+    [*cmd, "--workers", "2", "--quiet"], cwd=repo, stderr=subprocess.PIPE, text=True
+  )
+  try:
+    deadline = time.monotonic() + 60
+    while not list((out / STAGING).glob("*.array_record")) and time.monotonic() < deadline:
+      assert proc.poll() is None, proc.stderr.read()
+      time.sleep(0.1)
+    assert list((out / STAGING).glob("*.array_record")), "the run never started writing"
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  assert proc.returncode == 130
+  assert "interrupted" in proc.stderr.read()
+  assert not (out / MANIFEST).exists()
+  assert not (out / STAGING).exists()
+  assert not list(out.glob("*.array_record"))
