@@ -1,0 +1,235 @@
+"""SLiCE families: `slice` (block-diagonal transitions, block size 8) and `slice_diag` (size 1).
+
+The released configuration is the Chess-World-Model `ChessSLiCEStateModel` built on
+`slices.SLiCELayer` from the `torch-slices` package (0.3.3) with path_mode "values", Euler
+transitions, init_std 0.1 and scale 0.1 (SPEC section 5.2; Walker, Yang, Cirone, Salvi & Lyons,
+"Structured Linear CDEs", NeurIPS 2025; Walker & Lyons, Chess-World-Model, appendix B.2).
+
+Model: embedding (N(0, 1)) -> dropout -> layers -> head (no final norm by default). Layer:
+
+    h += Drop(SLiCE(RMSNorm1(h)));    h += Drop(W2 GELU(W1 RMSNorm2(h)))     (W1: d -> 4d, biases)
+
+SLiCE on the normalised input x_t (t = 1..T, x_0 = 0), width d = N b in N blocks of size b:
+
+    u_t = s [1, x_t - x_{t-1}]                    (d + 1 values, constant channel first; s = 0.1)
+    A_t = reshape(W_A u_t, (N, b, b))             W_A: (d+1) -> d b, no bias, (block, row, col)
+    c_t = W_B u_t                                 W_B: (d+1) -> d, no bias
+    y_t = (I + A_t) y_{t-1} + c_t                 y_0 learned; the output is y_t itself
+
+Inits: W_A ~ N(0, (0.1 / sqrt b)^2), W_B ~ N(0, 0.1^2), y_0 ~ N(0, 0.1^2), RMSNorm weights 1,
+other Linears torch defaults. The recurrence is unbounded by design (diagonal SLiCE's loss reaches
+4e17 out of distribution in the paper): it always runs in float32, and the training loop's
+non-finite guard handles blow-ups.
+
+The recurrence is `chessjax.ops.slice_scan.affine_scan`. `mixer_impl`: "sequential" (a scan over
+steps), "chunked" (the reference's parallel form: associative scan in chunks of `chunk_size`,
+y carried between chunks), "associative" (one associative scan), or "fast" (default): whichever
+of these is fastest on the backend that traces the model, measured: "sequential" on CPU (3-4x
+faster than "chunked" for d128 there), "chunked" on GPU/TPU, where the parallel form is the
+reason it exists. All forms give the same numbers up to rounding.
+
+`dtype="bfloat16"` runs the Linear matmuls (W_A, W_B, MLP, head) in bfloat16; the embedding,
+norms, residual stream and the recurrent state stay float32.
+
+Streaming: `init_state(batch)` and `step(state, move_ids_B) -> (state, logits_B)` carry, per
+layer, the previous normalised input x_{t-1} and the state y_{t-1}; feeding a game one move at a
+time gives the logits of the parallel forward (dropout off).
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from chessjax import encoding
+from chessjax.models import SIZES, layers
+from chessjax.ops import slice_scan
+
+FAMILIES = {"slice": 8, "slice_diag": 1}  # family -> block size
+MIXER_IMPLS = ("fast", "sequential", "chunked", "associative")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class SLiCEConfig:
+  """Hyperparameters of a SLiCE model (defaults: the released configuration)."""
+
+  d: int
+  layers: int
+  heads: int  # unused by SLiCE; kept so every family's config has the size triple
+  block_size: int = 8
+  dropout: float = 0.1
+  ff_mult: int = 4
+  norm_eps: float = 1e-6
+  init_std: float = 0.1  # W_B and y_0 std; W_A uses init_std / sqrt(block_size)
+  input_scale: float = 0.1  # s in u_t = s [1, dx_t]
+  final_norm: bool = False  # the release has none (slice_final_norm=False)
+  mixer_impl: str = "fast"  # "fast" | "sequential" | "chunked" | "associative"
+  chunk_size: int = slice_scan.DEFAULT_CHUNK_SIZE
+  dtype: str = "float32"  # matmul dtype: "float32" | "bfloat16"
+
+  def __post_init__(self):
+    if self.mixer_impl not in MIXER_IMPLS:
+      raise ValueError(f"mixer_impl must be one of {MIXER_IMPLS}, got {self.mixer_impl!r}")
+    if self.dtype not in DTYPES:
+      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    if self.block_size < 1 or self.d % self.block_size:
+      raise ValueError(f"block_size {self.block_size} must be >= 1 and divide d={self.d}")
+    if self.chunk_size < 1:
+      raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+    if not 0.0 <= self.dropout < 1.0:
+      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+def base_config(family: str, size: str) -> SLiCEConfig:
+  """The released configuration of `family` ("slice" or "slice_diag") at `size`."""
+  if family not in FAMILIES:
+    raise ValueError(f"{family!r} is not a SLiCE family {sorted(FAMILIES)}")
+  d, n_layers, heads = SIZES[size]
+  return SLiCEConfig(d=d, layers=n_layers, heads=heads, block_size=FAMILIES[family])
+
+
+def resolve_impl(mixer_impl: str) -> str:
+  """The `affine_scan` impl that `mixer_impl` stands for on the current default backend."""
+  if mixer_impl == "fast":
+    return "sequential" if jax.default_backend() == "cpu" else "chunked"
+  return mixer_impl
+
+
+class SLiCEMixer(nnx.Module):
+  """One SLiCE recurrence on normalised inputs x [B, T, d] -> y [B, T, d] (float32)."""
+
+  def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    d, b = cfg.d, cfg.block_size
+    mm = DTYPES[cfg.dtype]
+    normal = nnx.initializers.normal
+    self.w_a = layers.torch_linear(
+      d + 1, d * b, rngs=rngs, use_bias=False, kernel_init=normal(cfg.init_std / b**0.5), dtype=mm
+    )
+    self.w_b = layers.torch_linear(
+      d + 1, d, rngs=rngs, use_bias=False, kernel_init=normal(cfg.init_std), dtype=mm
+    )
+    self.y0 = nnx.Param(normal(cfg.init_std)(rngs.params(), (d,), jnp.float32))
+
+  def _transition(self, x, x_prev):
+    """A_t ([..., N, b, b], or [..., d] for b = 1) and c_t ([..., d]) in float32."""
+    cfg = self.cfg
+    ones = jnp.ones((*x.shape[:-1], 1), x.dtype)
+    u = cfg.input_scale * jnp.concatenate([ones, x - x_prev], axis=-1)
+    a = self.w_a(u).astype(jnp.float32)
+    if cfg.block_size > 1:
+      n = cfg.d // cfg.block_size
+      a = a.reshape(*a.shape[:-1], n, cfg.block_size, cfg.block_size)
+    return a, self.w_b(u).astype(jnp.float32)
+
+  def __call__(self, x_BTD):
+    # Time-major: transposing x (d per token) is cheap, transposing A (d b per token) is not.
+    x = jnp.swapaxes(x_BTD, 0, 1)
+    x_prev = jnp.concatenate([jnp.zeros_like(x[:1]), x[:-1]], axis=0)
+    a, c = self._transition(x, x_prev)
+    y = slice_scan.affine_scan(
+      a,
+      c,
+      self.y0[...],
+      impl=resolve_impl(self.cfg.mixer_impl),
+      chunk_size=self.cfg.chunk_size,
+      time_major=True,
+    )
+    return jnp.swapaxes(y, 0, 1)
+
+  def init_state(self, batch: int):
+    """x_0 = 0 and the learned y_0, per game."""
+    d = self.cfg.d
+    return {
+      "x_prev": jnp.zeros((batch, d), jnp.float32),
+      "y": jnp.broadcast_to(self.y0[...], (batch, d)),
+    }
+
+  def step(self, state, x_BD):
+    """One token: returns (new state, y_t [B, d])."""
+    a, c = self._transition(x_BD, state["x_prev"])
+    b = self.cfg.block_size
+    if b > 1:
+      y = state["y"].reshape(*c.shape[:-1], self.cfg.d // b, b)
+      y = slice_scan.affine_step(a, c.reshape(y.shape), y).reshape(c.shape)
+    else:
+      y = slice_scan.affine_step(a, c, state["y"])
+    return {"x_prev": x_BD, "y": y}, y
+
+
+class MLP(nnx.Module):
+  """W2 GELU(W1 x), d -> ff_mult d -> d, biases on, exact (erf) GELU as torch's nn.GELU."""
+
+  def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
+    mm = DTYPES[cfg.dtype]
+    hidden = cfg.ff_mult * cfg.d
+    self.fc1 = layers.torch_linear(cfg.d, hidden, rngs=rngs, dtype=mm)
+    self.fc2 = layers.torch_linear(hidden, cfg.d, rngs=rngs, dtype=mm)
+
+  def __call__(self, x):
+    return self.fc2(jax.nn.gelu(self.fc1(x), approximate=False)).astype(jnp.float32)
+
+
+class Block(nnx.Module):
+  """`slices.SLiCELayer` with prenorm, second norm and residual-branch dropout."""
+
+  def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
+    self.norm1 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.mixer = SLiCEMixer(cfg, rngs=rngs)
+    self.norm2 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.mlp = MLP(cfg, rngs=rngs)
+    self.drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+
+  def __call__(self, h, *, train: bool = False):
+    h = h + self.drop(self.mixer(self.norm1(h)), deterministic=not train)
+    return h + self.drop(self.mlp(self.norm2(h)), deterministic=not train)
+
+  def step(self, state, h):
+    state, y = self.mixer.step(state, self.norm1(h))
+    h = h + y
+    return state, h + self.mlp(self.norm2(h))
+
+
+class Model(nnx.Module):
+  """Embedding -> dropout -> SLiCE blocks -> (optional RMSNorm) -> 1878-wide state head."""
+
+  def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    self.embed = nnx.Embed(
+      encoding.MOVE_VOCAB_SIZE,
+      cfg.d,
+      embedding_init=nnx.initializers.normal(1.0),  # torch nn.Embedding: N(0, 1)
+      param_dtype=jnp.float32,
+      rngs=rngs,
+    )
+    self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+    self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
+    self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs) if cfg.final_norm else None
+    self.head = layers.state_head(cfg.d, rngs=rngs, dtype=DTYPES[cfg.dtype])
+
+  def _out(self, h):
+    if self.norm is not None:
+      h = self.norm(h)
+    return self.head(h).astype(jnp.float32)
+
+  def __call__(self, moves_BT, *, train: bool = False):
+    """Logits float[B, T, 1878] for right-padded move ids int32[B, T]; dropout iff `train`."""
+    h = self.embed_drop(self.embed(moves_BT), deterministic=not train)
+    for block in self.blocks:
+      h = block(h, train=train)
+    return self._out(h)
+
+  def init_state(self, batch: int):
+    """Streaming state before the first token: one dict per layer (see `step`)."""
+    return [block.mixer.init_state(batch) for block in self.blocks]
+
+  def step(self, state, move_ids_B):
+    """Consumes one move id per game; returns (new state, logits float[B, 1878]) (no dropout)."""
+    h = self.embed(move_ids_B)
+    new_state = []
+    for block, s in zip(self.blocks, state, strict=True):
+      s, h = block.step(s, h)
+      new_state.append(s)
+    return new_state, self._out(h)

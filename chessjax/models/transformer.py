@@ -1,0 +1,194 @@
+"""The `transformer` family: a small LLaMA-like causal decoder (SPEC section 5.1).
+
+The released configuration is the Chess-World-Model `ChessCausalTransformer` (models/
+transformer.py of the release; Walker & Lyons, Chess-World-Model, appendix B.2). Pre-norm blocks,
+head_dim = d / heads = 64 at every size:
+
+    h = Drop(Embed(moves))                                    (embedding N(0, 1), torch default)
+    h += Drop(W_o Attn(RoPE(q), RoPE(k), v)),   [q, k, v] = W_qkv RMSNorm1(h)    (biases on)
+    h += Drop(W_2 (silu(g) * v)),               [g, v] = W_1 RMSNorm2(h)         (gate first)
+    logits = Head(RMSNorm(h))
+
+W_qkv: d -> 3d laid out (3, heads, head_dim); W_o: d -> d; W_1: d -> 8d; W_2: 4d -> d; all with
+bias and torch default inits; RMSNorm eps 1e-6; causal softmax attention scaled by
+1/sqrt(head_dim) with dropout on the attention weights (torch's scaled_dot_product_attention);
+positions are absolute step indices (START at 0).
+
+RoPE with inverse frequencies w_i = 1 / 10000^(2i / K), i < K/2, at position t:
+
+* `rope="reference"` (default, faithful): the release builds cos/sin tables as concat(freqs,
+  freqs) but rotates adjacent pairs, `x' = x cos + rotate_pairs(x) sin` with rotate_pairs(x) =
+  (-x_1, x_0, -x_3, x_2, ...), so element j uses angle t w_(j mod K/2) and a pair (2i, 2i+1) mixes
+  two different angles: not a true rotation, but what produced the published numbers.
+* `rope="standard"`: pair (2i, 2i+1) rotated by t w_i (a proper rotation, GPT-J layout).
+
+Padding is on the right and attention is causal, so valid positions never see PAD tokens.
+`dtype="bfloat16"` runs the Linear matmuls and the attention products in bfloat16 (the softmax,
+norms, residual stream and parameters stay float32).
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from chessjax import encoding
+from chessjax.models import SIZES, layers
+
+ROPES = ("reference", "standard")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+  """Hyperparameters of the Transformer (defaults: the released configuration)."""
+
+  d: int
+  layers: int
+  heads: int
+  dropout: float = 0.1  # embedding, attention weights and both residual branches
+  ff_mult: int = 4
+  norm_eps: float = 1e-6
+  rope: str = "reference"  # "reference" (the release's quirk) | "standard"
+  rope_base: float = 10000.0
+  dtype: str = "float32"  # matmul dtype: "float32" | "bfloat16"
+
+  def __post_init__(self):
+    if self.rope not in ROPES:
+      raise ValueError(f"rope must be one of {ROPES}, got {self.rope!r}")
+    if self.dtype not in DTYPES:
+      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    if self.d % self.heads or (self.d // self.heads) % 2:
+      raise ValueError(f"d={self.d} must split into {self.heads} heads of even size")
+    if not 0.0 <= self.dropout < 1.0:
+      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+  @property
+  def head_dim(self) -> int:
+    return self.d // self.heads
+
+
+def base_config(family: str, size: str) -> TransformerConfig:
+  """The released configuration of the Transformer at `size`."""
+  if family != "transformer":
+    raise ValueError(f"{family!r} is not the transformer family")
+  d, n_layers, heads = SIZES[size]
+  return TransformerConfig(d=d, layers=n_layers, heads=heads)
+
+
+def rope_angles(steps: int, head_dim: int, *, mode: str = "reference", base: float = 10000.0):
+  """Per-element angles [T, K]: element j at step t turns by t w_(j mod K/2) ("reference") or
+  t w_(j // 2) ("standard")."""
+  inv_freq = 1.0 / base ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)
+  freqs = jnp.arange(steps, dtype=jnp.float32)[:, None] * inv_freq[None, :]  # [T, K/2]
+  if mode == "reference":
+    return jnp.concatenate([freqs, freqs], axis=-1)
+  if mode == "standard":
+    return jnp.repeat(freqs, 2, axis=-1)
+  raise ValueError(f"rope must be one of {ROPES}, got {mode!r}")
+
+
+def apply_rope(x_BTHK, angles_TK):
+  """`x cos + rotate_pairs(x) sin` with rotate_pairs(x)_(2i, 2i+1) = (-x_(2i+1), x_(2i))."""
+  cos = jnp.cos(angles_TK)[:, None, :]
+  sin = jnp.sin(angles_TK)[:, None, :]
+  pairs = x_BTHK.reshape(*x_BTHK.shape[:-1], -1, 2)
+  rotated = jnp.stack([-pairs[..., 1], pairs[..., 0]], axis=-1).reshape(x_BTHK.shape)
+  return x_BTHK * cos + rotated * sin
+
+
+def causal_attention(q_BTHK, k_BTHK, v_BTHK, *, dtype=jnp.float32, drop=None):
+  """softmax(q k^T / sqrt(K) + causal mask) v, [B, T, H, K] each; products in `dtype`.
+
+  With `drop` (a function of the float32 weights [B, H, T, T]) the weights are formed explicitly
+  so dropout can act on them, as torch's scaled_dot_product_attention does in training; without
+  it `jax.nn.dot_product_attention` runs (a fused kernel where the backend has one).
+  """
+  q, k, v = q_BTHK.astype(dtype), k_BTHK.astype(dtype), v_BTHK.astype(dtype)
+  if drop is None:
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+  t = q.shape[1]
+  logits = jnp.einsum("bqhk,bshk->bhqs", q, k).astype(jnp.float32) * q.shape[-1] ** -0.5
+  weights = jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((t, t), bool)), logits, -jnp.inf), -1)
+  return jnp.einsum("bhqs,bshk->bqhk", drop(weights).astype(dtype), v)
+
+
+class Attention(nnx.Module):
+  """Causal multi-head self-attention with RoPE (torch `CausalSelfAttention` of the release)."""
+
+  def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    mm = DTYPES[cfg.dtype]
+    self.qkv = layers.torch_linear(cfg.d, 3 * cfg.d, rngs=rngs, dtype=mm)
+    self.out = layers.torch_linear(cfg.d, cfg.d, rngs=rngs, dtype=mm)
+    self.attn_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+
+  def __call__(self, x_BTD, *, train: bool = False):
+    cfg = self.cfg
+    b, t, _ = x_BTD.shape
+    qkv = self.qkv(x_BTD).reshape(b, t, 3, cfg.heads, cfg.head_dim)
+    angles = rope_angles(t, cfg.head_dim, mode=cfg.rope, base=cfg.rope_base)
+    # RoPE in float32: angles reach t * 1 rad and bfloat16 would blur them.
+    q = apply_rope(qkv[:, :, 0].astype(jnp.float32), angles)
+    k = apply_rope(qkv[:, :, 1].astype(jnp.float32), angles)
+    v = qkv[:, :, 2]
+    drop = None
+    if train and cfg.dropout > 0.0:
+      drop = lambda w: self.attn_drop(w, deterministic=False)  # noqa: E731
+    o = causal_attention(q, k, v, dtype=DTYPES[cfg.dtype], drop=drop)
+    return self.out(o.reshape(b, t, cfg.d)).astype(jnp.float32)
+
+
+class SwiGLU(nnx.Module):
+  """W_2(silu(g) * v) with [g, v] = W_1 x (first half is the gate), biases on."""
+
+  def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+    mm = DTYPES[cfg.dtype]
+    hidden = cfg.ff_mult * cfg.d
+    self.w1 = layers.torch_linear(cfg.d, 2 * hidden, rngs=rngs, dtype=mm)
+    self.w2 = layers.torch_linear(hidden, cfg.d, rngs=rngs, dtype=mm)
+
+  def __call__(self, x):
+    gate, value = jnp.split(self.w1(x), 2, axis=-1)
+    return self.w2(jax.nn.silu(gate) * value).astype(jnp.float32)
+
+
+class Block(nnx.Module):
+  """Pre-norm decoder block (the release's `ModernDecoderBlock`)."""
+
+  def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+    self.norm1 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.attn = Attention(cfg, rngs=rngs)
+    self.norm2 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.mlp = SwiGLU(cfg, rngs=rngs)
+    self.drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+
+  def __call__(self, h, *, train: bool = False):
+    h = h + self.drop(self.attn(self.norm1(h), train=train), deterministic=not train)
+    return h + self.drop(self.mlp(self.norm2(h)), deterministic=not train)
+
+
+class Model(nnx.Module):
+  """Embedding -> dropout -> decoder blocks -> RMSNorm -> 1878-wide state head."""
+
+  def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    self.embed = nnx.Embed(
+      encoding.MOVE_VOCAB_SIZE,
+      cfg.d,
+      embedding_init=nnx.initializers.normal(1.0),  # torch nn.Embedding: N(0, 1)
+      param_dtype=jnp.float32,
+      rngs=rngs,
+    )
+    self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+    self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
+    self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+    self.head = layers.state_head(cfg.d, rngs=rngs, dtype=DTYPES[cfg.dtype])
+
+  def __call__(self, moves_BT, *, train: bool = False):
+    """Logits float[B, T, 1878] for right-padded move ids int32[B, T]; dropout iff `train`."""
+    h = self.embed_drop(self.embed(moves_BT), deterministic=not train)
+    for block in self.blocks:
+      h = block(h, train=train)
+    return self.head(self.norm(h)).astype(jnp.float32)
