@@ -43,7 +43,6 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax import encoding
 from chessjax.models import SIZES, layers
 from chessjax.ops import delta_rule
 
@@ -271,9 +270,7 @@ class Model(nnx.Module):
   def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
     init = nnx.initializers.normal(cfg.init_std)
-    self.embed = nnx.Embed(
-      encoding.MOVE_VOCAB_SIZE, cfg.d, embedding_init=init, param_dtype=jnp.float32, rngs=rngs
-    )
+    self.embed = layers.move_embedding(cfg.d, rngs=rngs, stddev=cfg.init_std)
     self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
     self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
     self.head = layers.state_head(

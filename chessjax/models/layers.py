@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax import labels
+from chessjax import encoding, labels
 
 # torch kaiming_uniform_(a=sqrt(5)) on a (out, in) weight: bound = 1 / sqrt(fan_in).
 torch_kernel_init = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
@@ -53,6 +53,18 @@ def torch_linear(
     kernel_init=kernel_init if kernel_init is not None else torch_kernel_init,
     bias_init=bias_init if bias_init is not None else torch_bias_init(in_features),
     dtype=dtype,
+    param_dtype=jnp.float32,
+    rngs=rngs,
+  )
+
+
+def move_embedding(d: int, *, rngs: nnx.Rngs, stddev: float = 1.0) -> nnx.Embed:
+  """Embedding of the 20,482 move ids (START and PAD rows learned too), N(0, stddev^2) init
+  (torch `nn.Embedding` default: stddev 1)."""
+  return nnx.Embed(
+    encoding.MOVE_VOCAB_SIZE,
+    d,
+    embedding_init=nnx.initializers.normal(stddev),
     param_dtype=jnp.float32,
     rngs=rngs,
   )

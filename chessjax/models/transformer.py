@@ -33,7 +33,6 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax import encoding
 from chessjax.models import SIZES, layers
 
 ROPES = ("reference", "standard")
@@ -174,13 +173,7 @@ class Model(nnx.Module):
 
   def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
-    self.embed = nnx.Embed(
-      encoding.MOVE_VOCAB_SIZE,
-      cfg.d,
-      embedding_init=nnx.initializers.normal(1.0),  # torch nn.Embedding: N(0, 1)
-      param_dtype=jnp.float32,
-      rngs=rngs,
-    )
+    self.embed = layers.move_embedding(cfg.d, rngs=rngs)  # torch nn.Embedding: N(0, 1)
     self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
     self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
     self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
