@@ -284,6 +284,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     train_iter.close()
     if writer is not None:
       writer.close()
+  if val_batches and not last_eval:  # Rerun of a finished run: keep the summary's metrics.
+    last_eval = evaluate_batches(run, state, val_batches)
   summary = {
     "family": config.family,
     "size": config.size,

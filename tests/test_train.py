@@ -142,6 +142,10 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
     smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b"
   )
   assert resumed["resumed_from"] == 4 and resumed["steps"] == 8
+  again = train.train_and_evaluate(
+    smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b"
+  )  # A finished run: nothing to train, the summary keeps its validation metrics.
+  assert again["resumed_from"] == 8 and again["validation"]["loss"] == resumed["validation"]["loss"]
   _, _, got, _ = train.restore_for_eval(tmp_path / "b")
   for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
