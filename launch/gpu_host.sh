@@ -9,6 +9,8 @@
 set -euo pipefail
 
 PROG="${0##*/}"
+# shellcheck source=launch/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/${BASH_SOURCE[0]##*/}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -37,17 +39,6 @@ are kept when set (defaults below in the script).
 EOF
 }
 
-die_usage() {
-  echo "$PROG: $*" >&2
-  usage >&2
-  exit 2
-}
-
-die() {
-  echo "$PROG: error: $*" >&2
-  exit 1
-}
-
 DRY_RUN="${DRY_RUN:-0}"
 PYTHON="python3.11"
 VENV="$REPO_ROOT/.venv"
@@ -69,38 +60,12 @@ EXTRA=()
 ORIG_ARGS=()
 TRAIN_ENV=()
 
-# Quotes words like Python's shlex.quote, so printed commands read back as the same words.
-q() {
-  local out="" w
-  for w in "$@"; do
-    if [[ "$w" =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then
-      out+=" $w"
-    else
-      out+=" '${w//\'/\'\\\'\'}'"
-    fi
-  done
-  echo "${out# }"
-}
-
-# The single place that runs (or, in dry-run mode, prints) an external command.
-run_cmd() {
-  if [[ "$DRY_RUN" == 1 ]]; then
-    q "$@"
-  else
-    "$@"
-  fi
-}
-
 # Every gcloud invocation (only `gcloud storage rsync` here).
 gcloud_storage() {
   if [[ "$DRY_RUN" != 1 ]] && ! command -v gcloud >/dev/null; then
     die "gcloud not found; install the Google Cloud CLI or drop --sync-to"
   fi
   run_cmd gcloud storage "$@"
-}
-
-need_value() {
-  [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die_usage "option $1 needs a value"
 }
 
 parse_args() {
@@ -151,14 +116,6 @@ allow_only() {
     done
     [[ "$ok" == 1 ]] || die_usage "option $seen does not apply to '$SUBCOMMAND'"
   done
-}
-
-no_extra() {
-  [[ ${#EXTRA[@]} -eq 0 ]] || die_usage "'$SUBCOMMAND' takes no arguments after --"
-}
-
-check_log_name() {
-  [[ "$1" =~ ^[A-Za-z0-9._-]+$ ]] || die_usage "log name '$1' may only hold letters, digits, '.', '_', '-'"
 }
 
 cmd_setup() {

@@ -10,6 +10,8 @@
 set -euo pipefail
 
 PROG="${0##*/}"
+# shellcheck source=launch/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 usage() {
@@ -53,17 +55,6 @@ Examples:
 EOF
 }
 
-die_usage() {
-  echo "$PROG: $*" >&2
-  usage >&2
-  exit 2
-}
-
-die() {
-  echo "$PROG: error: $*" >&2
-  exit 1
-}
-
 DRY_RUN="${DRY_RUN:-0}"
 NAME="${TPU_NAME:-}"
 ZONE="${TPU_ZONE:-}"
@@ -98,29 +89,6 @@ SUBCOMMAND=""
 SEEN=()
 EXTRA=()
 
-# Quotes words for a POSIX shell the way Python's shlex.quote does: plain words stay bare, others are
-# single-quoted. Used both for printing commands (dry-run) and for building the workers' scripts.
-q() {
-  local out="" w
-  for w in "$@"; do
-    if [[ "$w" =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then
-      out+=" $w"
-    else
-      out+=" '${w//\'/\'\\\'\'}'"
-    fi
-  done
-  echo "${out# }"
-}
-
-# The single place that runs (or, in dry-run mode, prints) an external command.
-run_cmd() {
-  if [[ "$DRY_RUN" == 1 ]]; then
-    q "$@"
-  else
-    "$@"
-  fi
-}
-
 # Every gcloud invocation: `gcloud compute tpus ARGS --zone=Z [--project=P]`.
 gcloud_tpu() {
   if [[ "$DRY_RUN" != 1 ]] && ! command -v gcloud >/dev/null; then
@@ -137,10 +105,6 @@ gcloud_tpu() {
 ssh_workers() {
   local worker="$1" script="$2"
   gcloud_tpu tpu-vm ssh "$NAME" "--worker=$worker" "--command=$script"
-}
-
-need_value() {
-  [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die_usage "option $1 needs a value"
 }
 
 parse_args() {
@@ -211,19 +175,11 @@ allow_only() {
   done
 }
 
-no_extra() {
-  [[ ${#EXTRA[@]} -eq 0 ]] || die_usage "'$SUBCOMMAND' takes no arguments after --"
-}
-
 require_common() {
   [[ -n "$NAME" ]] || die_usage "missing --name (or TPU_NAME)"
   [[ -n "$ZONE" ]] || die_usage "missing --zone (or TPU_ZONE); pick a zone where your project has TPU quota"
   [[ "$NAME" =~ ^[a-z]([-a-z0-9]*[a-z0-9])?$ ]] ||
     die_usage "--name '$NAME' must be lowercase letters, digits and hyphens, starting with a letter"
-}
-
-check_log_name() {
-  [[ "$1" =~ ^[A-Za-z0-9._-]+$ ]] || die_usage "log name '$1' may only hold letters, digits, '.', '_', '-'"
 }
 
 # Runtime image per TPU generation (cloud.google.com/tpu/docs/runtimes); --version overrides.
