@@ -1,16 +1,18 @@
 """Move tokens and the 75 state labels of the Chess-World-Model task (SPEC sections 1 and 2).
 
-`encode_game` replays UCI moves with python-chess (which checks legality) and reads each position
-from python-chess's bitboards: eight integers per ply, turned into the 64 square labels for the
-whole game at once with numpy. This is exact by construction and several times faster than the
-released 64-square `piece_at` loop. The native PGN path (`chessjax.pgn_native`) produces the same
-arrays from the Rust PGN reader; tests hold both to python-chess.
+`encode_game` replays UCI moves with python-chess (which checks legality) under standard or
+atomic rules (`chess.variant.AtomicBoard`, SPEC section 9: same tokens, same labels) and reads
+each position from python-chess's bitboards: eight integers per ply, turned into the 64 square
+labels for the whole game at once with numpy. This is exact by construction and several times
+faster than the released 64-square `piece_at` loop. The native PGN path (`chessjax.pgn_native`)
+produces the same arrays from the Rust PGN reader; tests hold both to python-chess.
 """
 
 import re
 from collections.abc import Sequence
 
 import chess
+import chess.variant
 import numpy as np
 
 from chessjax.labels import NUM_LABELS
@@ -21,6 +23,8 @@ PAD_ID = 20481
 NUM_MOVE_IDS = 20480
 
 EP_MODES = ("pseudo", "legal")
+VARIANTS = ("chess", "atomic")
+_BOARDS = {"chess": chess.Board, "atomic": chess.variant.AtomicBoard}
 
 # promo index: 0 none, 1 q, 2 r, 3 b, 4 n.
 _PROMO_TO_INDEX = {None: 0, chess.QUEEN: 1, chess.ROOK: 2, chess.BISHOP: 3, chess.KNIGHT: 4}
@@ -60,14 +64,24 @@ def id_to_move(i: int) -> str:
   return chess.SQUARE_NAMES[from_sq] + chess.SQUARE_NAMES[to_sq] + _PROMO_LETTERS[promo].strip("-")
 
 
+def new_board(variant: str = "chess") -> chess.Board:
+  """The initial position of a variant of `VARIANTS` (a python-chess board of its rules)."""
+  if variant not in _BOARDS:
+    raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+  return _BOARDS[variant]()
+
+
 def snapshot(board: chess.Board, ep_mode: str = "pseudo") -> tuple[int, ...]:
-  """The integers that determine a position's labels, read straight off python-chess.
+  """The integers that determine a position's labels, read straight off python-chess (any board of
+  `VARIANTS`; an exploded atomic king simply leaves no king on the board).
 
   (white, black, pawns, knights, bishops, rooks, queens, kings, turn, castling bits KQkq
   (K = 1, Q = 2, k = 4, q = 8), ep square or -1, halfmove clock, fullmove number).
   """
   if ep_mode == "pseudo":
     ep = board.ep_square
+  elif type(board) is chess.variant.AtomicBoard:
+    ep = board.ep_square if _has_legal_atomic_ep(board) else None
   else:
     ep = board.ep_square if board.has_legal_en_passant() else None
   return (
@@ -84,6 +98,22 @@ def snapshot(board: chess.Board, ep_mode: str = "pseudo") -> tuple[int, ...]:
     -1 if ep is None else ep,
     board.halfmove_clock,
     board.fullmove_number,
+  )
+
+
+def _has_legal_atomic_ep(board: chess.variant.AtomicBoard) -> bool:
+  """Whether an en-passant capture is among the atomic board's legal moves.
+
+  Not `board.has_legal_en_passant()`: python-chess 1.11.2 decides that with the standard
+  "does it leave my king attacked" test, which on an AtomicBoard counts a capture that explodes
+  one's own king as legal and one that explodes the enemy king while in check as illegal.
+  """
+  ep = board.ep_square
+  if ep is None:
+    return False
+  pawns = board.pawns & board.occupied_co[board.turn]
+  return any(
+    board.is_en_passant(m) for m in board.generate_legal_moves(pawns, chess.BB_SQUARES[ep])
   )
 
 
@@ -133,15 +163,19 @@ def _assemble(square_labels: np.ndarray, aux: np.ndarray) -> np.ndarray:
   return out
 
 
-def encode_game(ucis: Sequence[str], *, ep_mode: str = "pseudo") -> tuple[np.ndarray, np.ndarray]:
-  """Move ids int32[T+1] (START first) and states uint8[T+1, 75] of a game from the start.
+def encode_game(
+  ucis: Sequence[str], *, ep_mode: str = "pseudo", variant: str = "chess"
+) -> tuple[np.ndarray, np.ndarray]:
+  """Move ids int32[T+1] (START first) and states uint8[T+1, 75] of a game from the start,
+  played under the rules of `variant` ("chess" or "atomic").
 
-  Raises ValueError naming the ply (1-based) of the first malformed or illegal move. Castling
-  must be written as the king's two-square move (e1g1), as in standard UCI.
+  Raises ValueError naming the ply (1-based) of the first malformed or illegal move (in atomic
+  chess also a king capture, a capture exploding one's own king, or any move after a king has
+  exploded). Castling must be written as the king's two-square move (e1g1), as in standard UCI.
   """
   if ep_mode not in EP_MODES:
     raise ValueError(f"ep_mode must be one of {EP_MODES}, got {ep_mode!r}")
-  board = chess.Board()
+  board = new_board(variant)
   moves = np.empty(len(ucis) + 1, dtype=np.int32)
   moves[0] = START_ID
   snaps = [snapshot(board, ep_mode)]
@@ -166,12 +200,13 @@ def _is_rook_capture_castling(board: chess.Board, move: chess.Move) -> bool:
 
 
 def state_of_board(board: chess.Board, ep_mode: str = "pseudo") -> np.ndarray:
-  """uint8[75] labels of a single python-chess position."""
+  """uint8[75] labels of a single python-chess position (standard or atomic board)."""
   return states_from_snapshots([snapshot(board, ep_mode)])[0]
 
 
 def labels_to_fen(states_row) -> str:
-  """The full FEN described by one label row (exact inverse of the encoding)."""
+  """The full FEN described by one label row (exact inverse of the encoding). FEN is the same for
+  both variants; a row may lack a king (atomic: exploded)."""
   row = np.asarray(states_row, dtype=np.int64)
   if row.shape != (NUM_LABELS,):
     raise ValueError(f"expected {NUM_LABELS} labels, got shape {row.shape}")

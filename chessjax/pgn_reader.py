@@ -13,8 +13,13 @@ Two paths give identical labels (tests hold both to python-chess, the oracle):
   python-chess accepts but the reader did not is encoded by `chessjax.encoding.encode_game` and
   counted as `python_chess_fallback`.
 
-A game is kept iff it starts from the standard position, is standard chess, is valid UTF-8,
-replays legally to its end, and has at least `min_plies` plies. Skip reasons are counted.
+A game is kept iff it starts from the standard position, is of the requested variant, is valid
+UTF-8, replays legally to its end, and has at least `min_plies` plies. Skip reasons are counted.
+
+Atomic games (`variant="atomic"`: a `Variant` header python-chess's `find_variant` maps to
+`AtomicBoard`, e.g. lichess's "Atomic") take the python-chess path only, as the native reader
+knows standard rules alone; python-chess reads them with `AtomicBoard` (from the header) and
+`encoding.encode_game(..., variant="atomic")` labels them.
 """
 
 import functools
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 
 import chess
 import chess.pgn
+import chess.variant
 import numpy as np
 import rust_pgn_reader_python_binding as native
 
@@ -34,6 +40,8 @@ from chessjax import encoding
 
 STANDARD_FEN = chess.STARTING_FEN
 _STANDARD_VARIANTS = {"", "standard", "chess", "from position"}
+# `chess.variant.find_variant` matches aliases case-insensitively and exactly (no stripping).
+_ATOMIC_VARIANTS = {a.lower() for a in chess.variant.AtomicBoard.aliases}
 # Promotion codes of the reader (-1 none, 2 N, 3 B, 4 R, 5 Q) -> ours (0 none, 1 q, 2 r, 3 b, 4 n).
 _PROMO = np.zeros(6, dtype=np.int64)
 _PROMO[[2, 3, 4, 5]] = [4, 3, 2, 1]
@@ -82,9 +90,12 @@ def _uci_table() -> list[str]:
   return [encoding.id_to_move(i) for i in range(encoding.NUM_MOVE_IDS)]
 
 
-def header_skip_reason(headers: dict) -> str | None:
+def header_skip_reason(headers: dict, variant: str = "chess") -> str | None:
   """Skip reason decided by the headers alone (variant, set-up position), or None."""
-  if headers.get("Variant", "").strip().lower() not in _STANDARD_VARIANTS:
+  if variant == "atomic":
+    if headers.get("Variant", "").lower() not in _ATOMIC_VARIANTS:
+      return "variant"
+  elif headers.get("Variant", "").strip().lower() not in _STANDARD_VARIANTS:
     return "variant"
   fen = headers.get("FEN")
   if fen is not None and fen.strip() != STANDARD_FEN:
@@ -98,15 +109,19 @@ def encode_games(
   min_plies: int = 20,
   ep_mode: str = "pseudo",
   last_is_final: bool = False,
+  variant: str = "chess",
 ) -> tuple[list[EncodedGame], Counter]:
   """Encodes a batch of PGN game texts. Returns the kept games in input order and a Counter of
   skip reasons (plus `python_chess_fallback` for games the native reader could not parse).
 
   `last_is_final`: the last text is the end of its file; if it lacks a result marker the file was
-  cut short and that game is skipped as `truncated_game`.
+  cut short and that game is skipped as `truncated_game`. `variant`: the games to keep, "chess"
+  or "atomic" (others are skipped as `variant`).
   """
   if ep_mode not in encoding.EP_MODES:
     raise ValueError(f"ep_mode must be one of {encoding.EP_MODES}, got {ep_mode!r}")
+  if variant not in encoding.VARIANTS:
+    raise ValueError(f"variant must be one of {encoding.VARIANTS}, got {variant!r}")
   counts: Counter = Counter()
   results: list[EncodedGame | None] = [None] * len(texts)
   native_idx = []
@@ -115,6 +130,10 @@ def encode_games(
       counts["non_utf8"] += 1
     elif last_is_final and i == len(texts) - 1 and not _RESULT_MARKER.search(text):
       counts["truncated_game"] += 1
+    elif variant == "atomic":
+      results[i], reason = _encode_python_chess(text, min_plies, ep_mode, variant)
+      if reason is not None:
+        counts[reason] += 1
     else:
       native_idx.append(i)
   if native_idx:
@@ -246,7 +265,7 @@ def _clear_illegal_ep(states: np.ndarray, rows: np.ndarray) -> None:
       states[row, 69:71] = 0
 
 
-def _encode_python_chess(text: str, min_plies: int, ep_mode: str):
+def _encode_python_chess(text: str, min_plies: int, ep_mode: str, variant: str = "chess"):
   """The oracle path for one game text: (EncodedGame or None, skip reason or None)."""
   pgn_logger = logging.getLogger("chess.pgn")
   level = pgn_logger.level
@@ -259,7 +278,7 @@ def _encode_python_chess(text: str, min_plies: int, ep_mode: str):
     pgn_logger.setLevel(level)
   if game is None:
     return None, "unparsable"
-  reason = header_skip_reason(dict(game.headers))
+  reason = header_skip_reason(dict(game.headers), variant)
   if reason is not None:
     return None, reason
   if game.errors:
@@ -270,6 +289,6 @@ def _encode_python_chess(text: str, min_plies: int, ep_mode: str):
   if len(moves) < min_plies:
     return None, "too_short"
   ucis = [m.uci() for m in moves]
-  ids, states = encoding.encode_game(ucis, ep_mode=ep_mode)
+  ids, states = encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
   ident = game_id(dict(game.headers), ids[1:])
   return EncodedGame(ident, game.headers.get("Result", "*"), ids, states), None

@@ -1,15 +1,16 @@
 """Watch a trained model track one game: its board next to the true one after every ply.
 
     python -m chessjax.track --workdir runs/t1 --moves "e2e4 e7e5 g1f3 b8c6 f1b5" [--ascii]
-    python -m chessjax.track --workdir runs/t1 --pgn game.pgn [--ascii]
+    python -m chessjax.track --workdir runs/t1 --pgn game.pgn [--ascii] [--variant chess|atomic]
 
 The moves (UCI, or the first game's mainline of a PGN file) are checked with
-`encoding.encode_game`, which names the ply of an illegal move. The model runs once over the whole
-sequence; being causal, its output at step t is its state after move t. For each step the tracker
-prints the move, the model's argmax board and the true board side by side (8 ranks each, unicode
-pieces or `--ascii` letters, wrong squares starred), the auxiliary labels (side to move,
-castling, en passant, clocks) predicted vs true, and a marker on every mismatch; then a summary
-(exact steps, first wrong step).
+`encoding.encode_game` under the rules of `--variant` (default: those of the run's training data,
+from its manifest; else standard chess), which names the ply of an illegal move. The model runs
+once over the whole sequence; being causal, its output at step t is its state after move t. For
+each step the tracker prints the move, the model's argmax board and the true board side by side
+(8 ranks each, unicode pieces or `--ascii` letters, wrong squares starred), the auxiliary labels
+(side to move, castling, en passant, clocks) predicted vs true, and a marker on every mismatch;
+then a summary (exact steps, first wrong step).
 
 Also here, shared with `chessjax.evaluate`: readable differences between two label rows, a
 python-chess board of a (possibly invalid) predicted row, and the SVG of a failure board.
@@ -18,6 +19,7 @@ python-chess board of a (possibly invalid) predicted row, and the SVG of a failu
 import argparse
 import bz2
 import gzip
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -171,8 +173,9 @@ def board_lines(pred_row, true_row, ascii_pieces: bool = False) -> list[str]:
 # Tracking one game
 
 
-def read_pgn_mainline(path) -> list[str]:
-  """UCI moves of the first game's mainline in a PGN file (plain, .gz, .bz2 or .zst)."""
+def read_pgn_mainline(path, variant: str = "chess") -> list[str]:
+  """UCI moves of the first game's mainline in a PGN file (plain, .gz, .bz2 or .zst), which must
+  be a game of `variant` (python-chess picks the rules from its `Variant` header)."""
   path = Path(path)
   name = path.name.lower()
   if name.endswith(".gz"):
@@ -191,26 +194,35 @@ def read_pgn_mainline(path) -> list[str]:
     raise ValueError(f"{path} holds no PGN game")
   if game.errors:
     raise ValueError(f"{path}: the first game does not replay: {game.errors[0]}")
-  if game.board().fen() != chess.STARTING_FEN:
+  board = game.board()
+  if type(board) is not type(encoding.new_board(variant)):
+    raise ValueError(f"{path}: the first game is {board.uci_variant}, not {variant}")
+  if board.fen() != chess.STARTING_FEN:
     raise ValueError(f"{path}: the first game does not start from the initial position")
   return [m.uci() for m in game.mainline_moves()]
 
 
-def _training_ep_mode(config) -> str:
-  # The model learned the ep convention of its training data; fall back to the default.
-  from chessjax.data.source import read_manifest
+def training_encoding(workdir) -> tuple[str, str]:
+  """(ep_mode, variant) of a run's training data (from `config.json` and the data's manifest): the
+  model learned its en-passant convention and its rules. ("pseudo", "chess") when unknown."""
+  from chessjax.data.source import read_manifest, variant_of_manifest
 
   try:
-    return read_manifest(config.data.train)["encoding"]["ep_mode"]
-  except (OSError, ValueError, KeyError):
-    return "pseudo"
+    train_path = json.loads((Path(workdir) / "config.json").read_text())["data"]["train"]
+    manifest = read_manifest(train_path)
+  except (OSError, ValueError, KeyError, TypeError):
+    return "pseudo", "chess"
+  return manifest.get("encoding", {}).get("ep_mode", "pseudo"), variant_of_manifest(manifest)
 
 
-def track(workdir, ucis, *, restored=None, ep_mode: str | None = None) -> list[dict]:
+def track(
+  workdir, ucis, *, restored=None, ep_mode: str | None = None, variant: str | None = None
+) -> list[dict]:
   """The model's state after every ply of a game from the initial position.
 
   `ucis` is a list (or a space-separated string) of UCI moves; an illegal one raises ValueError
-  naming its ply. `restored` may pass `train.restore_for_eval(workdir)`. Returns one dict per step
+  naming its ply. `ep_mode` and `variant` (the rules of the true board) default to those of the
+  training data. `restored` may pass `train.restore_for_eval(workdir)`. Returns one dict per step
   t = 0..plies: `step`, `move` (UCI, None at t = 0), `san`, `pred` and `true` (uint8[75] label
   rows), `exact`, `wrong` (label indices) and `differences` (readable lines).
   """
@@ -220,14 +232,15 @@ def track(workdir, ucis, *, restored=None, ep_mode: str | None = None) -> list[d
   if restored is None:
     restored = train.restore_for_eval(workdir)
   config, run, state, _ = restored
-  ep_mode = ep_mode or _training_ep_mode(config)
-  moves, states = encoding.encode_game(ucis, ep_mode=ep_mode)
+  data_ep_mode, data_variant = training_encoding(workdir)
+  ep_mode, variant = ep_mode or data_ep_mode, variant or data_variant
+  moves, states = encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
   from chessjax.evaluate import argmax_labels  # Lazily: evaluate imports this module.
 
   logits = run.predict(state["params"], state["rest"], moves[None].astype(np.int32))
 
   pred = np.asarray(argmax_labels(logits)[0]).astype(np.uint8)
-  board, out = chess.Board(), []
+  board, out = encoding.new_board(variant), []
   for t in range(len(moves)):
     move = san = None
     if t > 0:
@@ -289,17 +302,23 @@ def main(argv=None) -> int:
   source.add_argument("--pgn", help="a PGN file: its first game's mainline")
   ap.add_argument("--ascii", action="store_true", help="letters instead of unicode pieces")
   ap.add_argument("--ep-mode", choices=encoding.EP_MODES, default=None, help="default: the data's")
+  ap.add_argument(
+    "--variant", choices=encoding.VARIANTS, default=None, help="rules; default: the data's"
+  )
   args = ap.parse_args(argv)
   try:
-    ucis = read_pgn_mainline(args.pgn) if args.pgn else args.moves.split()
-    # Check the moves before the (slower) model restore, so a typo fails at once.
-    encoding.encode_game(ucis, ep_mode=args.ep_mode or "pseudo")
+    # The training data's encoding is known from config.json alone, before the (slower) model
+    # restore, so a typo in the moves fails at once.
+    data_ep_mode, data_variant = training_encoding(args.workdir)
+    ep_mode, variant = args.ep_mode or data_ep_mode, args.variant or data_variant
+    ucis = read_pgn_mainline(args.pgn, variant) if args.pgn else args.moves.split()
+    encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
     restored = train.restore_for_eval(args.workdir)
-    steps = track(args.workdir, ucis, restored=restored, ep_mode=args.ep_mode)
+    steps = track(args.workdir, ucis, restored=restored, ep_mode=ep_mode, variant=variant)
   except (ValueError, FileNotFoundError, OSError) as e:
     ap.error(str(e))
   config, _, _, step = restored
-  print(f"{config.family} {config.size}, checkpoint step {step}, {len(ucis)} plies")
+  print(f"{config.family} {config.size}, checkpoint step {step}, {len(ucis)} plies ({variant})")
   if len(steps) > config.data.max_len:
     print(f"note: steps beyond {config.data.max_len} are longer than any training sequence")
   for s in steps:

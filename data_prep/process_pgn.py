@@ -2,10 +2,12 @@
 
     python -m data_prep.process_pgn --pgn games.pgn.zst --out data/lichess_2025-03 \\
         [--min-fullmoves 10] [--max-games N] [--val-fraction 0.005] [--test-fraction 0] \\
-        [--split NAME] [--workers K] [--ep-mode pseudo|legal] [--overwrite]
+        [--split NAME] [--workers K] [--ep-mode pseudo|legal] [--variant chess|atomic] [--overwrite]
 
 Games are kept per SPEC section 3 (standard start, standard chess, replays legally, at least
-2 * min_fullmoves plies); every skipped game is counted by reason in the manifest. A kept game goes
+2 * min_fullmoves plies); every skipped game is counted by reason in the manifest. `--variant
+atomic` keeps atomic games instead (a `Variant` header such as lichess's "Atomic", replayed under
+atomic rules by python-chess, SPEC section 9) and skips standard ones as `variant`. A kept game goes
 to `validation` iff its id's MD5 bucket is below round(val_fraction * 10000), to `test` iff the
 bucket is in the next round(test_fraction * 10000) buckets, else to `train`; `--split NAME` sends
 every kept game to one split instead (e.g. `test` for a held-out month). `--max-games` keeps the
@@ -47,11 +49,11 @@ def split_of(example_id: str, val_cut: int, test_cut: int) -> str:
   return "train"
 
 
-def _encode_batch(job, *, min_plies, ep_mode, val_cut, test_cut, fixed_split):
+def _encode_batch(job, *, min_plies, ep_mode, variant, val_cut, test_cut, fixed_split):
   """Worker: one batch of game texts -> ([(split, record, plies)], skip counts)."""
   texts, last_is_final = job
   games, counts = pgn_reader.encode_games(
-    texts, min_plies=min_plies, ep_mode=ep_mode, last_is_final=last_is_final
+    texts, min_plies=min_plies, ep_mode=ep_mode, last_is_final=last_is_final, variant=variant
   )
   out = []
   for g in games:
@@ -82,6 +84,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   ap.add_argument("--split", default=None, help="put every kept game in this split")
   ap.add_argument("--workers", type=int, default=1)
   ap.add_argument("--ep-mode", choices=encoding.EP_MODES, default="pseudo")
+  ap.add_argument("--variant", choices=encoding.VARIANTS, default="chess", help="games to keep")
   ap.add_argument("--games-per-shard", type=int, default=50_000)
   ap.add_argument("--overwrite", action="store_true", help="replace a complete dataset")
   args = ap.parse_args(argv)
@@ -113,6 +116,7 @@ def run(args: argparse.Namespace) -> dict:
     _encode_batch,
     min_plies=2 * args.min_fullmoves,
     ep_mode=args.ep_mode,
+    variant=args.variant,
     val_cut=round(args.val_fraction * BUCKETS),
     test_cut=round(args.test_fraction * BUCKETS),
     fixed_split=args.split,
@@ -150,7 +154,7 @@ def run(args: argparse.Namespace) -> dict:
   manifest = writer.finish(
     {
       "kind": "pgn",
-      "encoding": _encoding_spec(args.ep_mode),
+      "encoding": _encoding_spec(args.ep_mode, args.variant),
       "counts": {
         "games_read": parsed,
         "kept": kept,
@@ -176,7 +180,7 @@ def run(args: argparse.Namespace) -> dict:
   return manifest
 
 
-def _encoding_spec(ep_mode: str) -> dict:
+def _encoding_spec(ep_mode: str, variant: str) -> dict:
   return {
     "move_vocab_size": encoding.MOVE_VOCAB_SIZE,
     "start_id": encoding.START_ID,
@@ -184,6 +188,7 @@ def _encoding_spec(ep_mode: str) -> dict:
     "num_labels": labels.NUM_LABELS,
     "label_classes": labels.LABEL_CLASSES.tolist(),
     "ep_mode": ep_mode,
+    "variant": variant,
     "layout": "chessjax SPEC section 2 (squares a8..h1, side, KQkq, ep file/rank, clocks hi/lo)",
     "python_chess": chess.__version__,
   }

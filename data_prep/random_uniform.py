@@ -1,8 +1,8 @@
 """Random-uniform games: uniformly random legal play from the initial position (SPEC section 3).
 
     python -m data_prep.random_uniform --games 10000 --seed 0 --out data/random_uniform_10k \\
-        [--compat reference] [--workers K] [--ep-mode pseudo|legal] [--min-plies 20] \\
-        [--split test] [--games-per-shard 50000] [--overwrite] [--quiet]
+        [--variant chess|atomic] [--compat reference] [--workers K] [--ep-mode pseudo|legal] \\
+        [--min-plies 20] [--split test] [--games-per-shard 50000] [--overwrite] [--quiet]
 
 Each ply picks uniformly among `list(board.legal_moves)` until `board.is_game_over(claim_draw=True)`
 (python-chess 1.11.2: checkmate, stalemate, insufficient material, 75-move, fivefold, claimable
@@ -11,6 +11,10 @@ incrementally with exactly the same result. Games shorter than `--min-plies` (de
 paper's "at least 10 full moves") are skipped but counted. `--games N` is the number of KEPT games
 written, as in the released generator (`--games`: "Number of kept games to write") and the paper
 ("retaining 10k games of length at least 10 full moves").
+
+`--variant atomic` plays atomic chess instead (`chess.variant.AtomicBoard`, SPEC section 9): its
+legal moves and its game end, which adds the explosion of a king (`variant_loss`) and atomic
+insufficient material; same tokens and labels.
 
 Two modes:
   * `--compat reference` regenerates the released test split exactly: one `random.Random(seed)` for
@@ -21,11 +25,12 @@ Two modes:
   * default: game n (counting skipped games) draws from its own `random.Random`, seeded with the
     128-bit integer `numpy.random.SeedSequence(seed, spawn_key=(n,)).generate_state(4)` (see
     `game_seed`), so games are independent of each other and of `--workers`; they are generated
-    in parallel and written in index order. Ids are `cwm_uniform_s{seed}_{n:05d}`. Same
-    distribution as the reference, different games.
+    in parallel and written in index order. Ids are `cwm_uniform_s{seed}_{n:05d}` (atomic:
+    `cwm_atomic_uniform_s{seed}_{n:05d}`). Same distribution as the reference, different games.
 
 The dataset is written with `chessjax.data.shards.DatasetWriter` into split `--split` (default
-`test`); the manifest records the generator, mode, seed, counts, terminations and throughput.
+`test`); the manifest records the generator, mode, seed, variant, counts, terminations and
+throughput.
 """
 
 import argparse
@@ -53,6 +58,7 @@ GENERATOR = "data_prep.random_uniform"
 MODES = ("default", "reference")
 REFERENCE_ID = "cwm_random_{index:05d}"
 DEFAULT_ID = "cwm_uniform_s{seed}_{index:05d}"
+ATOMIC_ID = "cwm_atomic_uniform_s{seed}_{index:05d}"
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -74,17 +80,18 @@ class GameConfig:
   seed: int
   ep_mode: str
   min_plies: int
+  variant: str = "chess"
 
 
 def play_random_game(
-  randrange: Callable[[int], int], ep_mode: str = "pseudo"
+  randrange: Callable[[int], int], ep_mode: str = "pseudo", variant: str = "chess"
 ) -> tuple[list[int], list[tuple[int, ...]], chess.Outcome]:
-  """Plays one game of uniformly random legal moves from the initial position.
+  """Plays one game of uniformly random legal moves from the initial position of `variant`.
 
   `randrange(n)` picks the index of the move among `list(board.legal_moves)`. Returns the move ids
   (START first), the `encoding.snapshot` of every position (initial one first) and the outcome.
   """
-  board = chess.Board()
+  board = encoding.new_board(variant)
   end = GameEnd(board)
   moves = [encoding.START_ID]
   snaps = [encoding.snapshot(board, ep_mode)]
@@ -116,10 +123,14 @@ def _finish(index, example_id, moves, snaps, outcome, cfg: GameConfig) -> GameRe
   return GameResult(index, plies, result, outcome.termination.name.lower(), record)
 
 
+def _default_id(variant: str) -> str:
+  return ATOMIC_ID if variant == "atomic" else DEFAULT_ID
+
+
 def _default_game(cfg: GameConfig, index: int) -> GameResult:
   rng = random.Random(game_seed(cfg.seed, index))
-  moves, snaps, outcome = play_random_game(rng.randrange, cfg.ep_mode)
-  example_id = DEFAULT_ID.format(seed=cfg.seed, index=index)
+  moves, snaps, outcome = play_random_game(rng.randrange, cfg.ep_mode, cfg.variant)
+  example_id = _default_id(cfg.variant).format(seed=cfg.seed, index=index)
   return _finish(index, example_id, moves, snaps, outcome, cfg)
 
 
@@ -154,10 +165,11 @@ def default_games(cfg: GameConfig, games: int, workers: int) -> Iterator[GameRes
     job = partial(_default_game, cfg)
     while kept < games:
       need = games - kept
-      # Short games are rare (well under 1%), so a small surplus usually finishes in one round;
-      # exiting the pool drops whatever surplus is still queued. A game takes about 15 ms, so
-      # small chunks cost little in messaging and waste little at the end.
-      batch = need + need // 50 + 2 * workers
+      # Short games are rare (chess: well under 1%, atomic: about 6%), so a small surplus usually
+      # finishes in one round; exiting the pool drops whatever surplus is still queued. A game
+      # takes about 15 ms (atomic: 25 ms), so small chunks cost little in messaging and waste
+      # little at the end.
+      batch = need + need // (50 if cfg.variant == "chess" else 8) + 2 * workers
       chunk = max(1, min(4, batch // (16 * workers)))
       for r in pool.imap(job, range(index, index + batch), chunksize=chunk):
         index += 1
@@ -173,6 +185,7 @@ def generate(
   games: int,
   seed: int = 0,
   compat: str = "default",
+  variant: str = "chess",
   workers: int = 1,
   ep_mode: str = "pseudo",
   min_plies: int = 20,
@@ -188,6 +201,10 @@ def generate(
   """
   if compat not in MODES:
     raise ValueError(f"compat must be one of {MODES}, got {compat!r}")
+  if variant not in encoding.VARIANTS:
+    raise ValueError(f"variant must be one of {encoding.VARIANTS}, got {variant!r}")
+  if compat == "reference" and variant != "chess":
+    raise ValueError("the reference mode regenerates the released standard-chess games only")
   if ep_mode not in encoding.EP_MODES:
     raise ValueError(f"ep_mode must be one of {encoding.EP_MODES}, got {ep_mode!r}")
   if games < 1:
@@ -209,13 +226,14 @@ def generate(
     raise ValueError(f"split must be letters, digits or '_', got {split!r}")
 
   start = time.perf_counter()
-  cfg = GameConfig(seed=seed, ep_mode=ep_mode, min_plies=min_plies)
+  cfg = GameConfig(seed=seed, ep_mode=ep_mode, min_plies=min_plies, variant=variant)
   writer = shards.DatasetWriter(out_dir, games_per_shard=games_per_shard, overwrite=overwrite)
   results = reference_games(cfg) if compat == "reference" else default_games(cfg, games, workers)
   kept = skipped = generated = 0
   plies: list[int] = []
   terminations: Counter[str] = Counter()
-  bar = tqdm(total=games, unit="game", desc=f"random-uniform ({compat})", disable=not progress)
+  desc = f"random-uniform {variant} ({compat})"
+  bar = tqdm(total=games, unit="game", desc=desc, disable=not progress)
   try:
     for r in results:
       generated += 1
@@ -243,7 +261,7 @@ def generate(
         "name": GENERATOR,
         "mode": compat,
         "seed": seed,
-        "id_format": REFERENCE_ID if compat == "reference" else DEFAULT_ID,
+        "id_format": REFERENCE_ID if compat == "reference" else _default_id(variant),
         "game_seeds": (
           "one random.Random(seed) for the whole run"
           if compat == "reference"
@@ -258,6 +276,7 @@ def generate(
         "pad_id": encoding.PAD_ID,
         "num_labels": labels.NUM_LABELS,
         "ep_mode": ep_mode,
+        "variant": variant,
       },
       "counts": {
         "games_requested": games,
@@ -291,6 +310,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   ap.add_argument("--games", type=int, required=True, help="number of kept games to write")
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--out", required=True, help="output dataset directory")
+  ap.add_argument("--variant", choices=encoding.VARIANTS, default="chess", help="rules (chess)")
   ap.add_argument(
     "--compat",
     choices=MODES,
@@ -315,6 +335,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.error("--workers must be >= 1")
   if args.compat == "reference" and args.workers != 1:
     ap.error("--compat reference is one random stream, played in one process: use --workers 1")
+  if args.compat == "reference" and args.variant != "chess":
+    ap.error("--compat reference regenerates the released standard-chess games: no --variant")
   if args.min_plies < 0:
     ap.error("--min-plies must be >= 0")
   if args.games_per_shard < 1:
@@ -338,6 +360,7 @@ def main(argv=None) -> int:
       games=args.games,
       seed=args.seed,
       compat=args.compat,
+      variant=args.variant,
       workers=args.workers,
       ep_mode=args.ep_mode,
       min_plies=args.min_plies,

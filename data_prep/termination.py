@@ -11,6 +11,7 @@ backward scan sees: `is_irreversible(move)` evaluated in the position the move i
 (before pushing) ends it, the position after that move opens the next one. Then, in the order of
 `Board.outcome`:
 
+  variant end          atomic only: a king has exploded (`is_variant_loss`, `is_variant_win`)
   checkmate            no legal moves and in check (the caller's legal-move list is reused)
   insufficient         `is_insufficient_material()`, recomputed only after captures and pawn moves
   stalemate            no legal moves
@@ -21,29 +22,40 @@ backward scan sees: `is_irreversible(move)` evaluated in the position the move i
                        lookahead only runs while such a key exists, and only pushes moves whose
                        resulting occupancy matches one of those keys (key equality implies it)
 
+Atomic chess (`chess.variant.AtomicBoard`) needs nothing else: the board's own legal moves, check,
+insufficient-material, irreversibility and transposition-key methods carry its rules; material
+still changes only with the clock zeroed (captures), and a capture, which removes at least two
+pieces, can never reach a key of the window, so the threefold lookahead's occupancy filter stays
+exact.
+
 `tests/test_random_uniform.py` holds this equal to `board.outcome(claim_draw=True)` at every ply of
-many random, repetition-seeking and crafted games.
+many random, repetition-seeking and crafted games of both variants.
 """
 
 from collections.abc import Sequence
 
 import chess
+import chess.variant
 
 _BB = chess.BB_SQUARES
+_BOARDS = (chess.Board, chess.variant.AtomicBoard)
 
 
 class GameEnd:
-  """Tracks a `chess.Board` that is advanced only through `GameEnd.push`.
+  """Tracks a board that is advanced only through `GameEnd.push`.
 
   `outcome()` equals `board.outcome(claim_draw=True)` of python-chess 1.11.2 for a standard
-  `chess.Board`. The board may already hold a move stack: the window is rebuilt from it with the
-  same backward scan python-chess uses.
+  `chess.Board` or a `chess.variant.AtomicBoard`. The board may already hold a move stack: the
+  window is rebuilt from it with the same backward scan python-chess uses.
   """
 
   def __init__(self, board: chess.Board):
-    if type(board) is not chess.Board:
-      raise TypeError(f"GameEnd needs a standard chess.Board, got {type(board).__name__}")
+    if type(board) not in _BOARDS:
+      raise TypeError(
+        f"GameEnd needs a chess.Board or chess.variant.AtomicBoard, got {type(board).__name__}"
+      )
     self.board = board
+    self._atomic = type(board) is chess.variant.AtomicBoard
     self._counts: dict = {}
     # Occupancies of the window's keys seen at least twice, by side to move: a legal move can
     # only complete a threefold repetition by reaching one of those keys.
@@ -92,6 +104,11 @@ class GameEnd:
   def outcome(self, legal: Sequence[chess.Move] | None = None) -> chess.Outcome | None:
     """`board.outcome(claim_draw=True)`; `legal`: the position's legal moves, in any order."""
     board = self.board
+    if self._atomic:
+      if board.is_variant_loss():
+        return chess.Outcome(chess.Termination.VARIANT_LOSS, not board.turn)
+      if board.is_variant_win():  # Only from a set-up position: legal moves cannot get here.
+        return chess.Outcome(chess.Termination.VARIANT_WIN, board.turn)
     if legal is None:
       legal = list(board.generate_legal_moves())
     if not legal:

@@ -11,10 +11,11 @@ import sys
 import time
 
 import chess
+import chess.variant
 import numpy as np
 import pytest
 import zstandard
-from conftest import REPO, SAMPLE_PGN
+from conftest import REPO, SAMPLE_PGN, TEST_DATA
 
 from chessjax import encoding
 from chessjax.data import read_games, read_manifest
@@ -237,3 +238,82 @@ def test_killed_run_leaves_no_dataset_and_rerun_is_clean(tmp_path, sample_text):
   assert files == sorted(s["file"] for s in manifest["splits"]["train"]["shards"])
   assert not (out / ".staging").exists()
   assert sum(1 for _ in read_games(out)) == 6 * 4710
+
+
+# ------------------------------------------------------------------------------------------------
+# Atomic games (--variant atomic)
+
+
+@pytest.fixture(scope="module")
+def atomic_pgn(tmp_path_factory):
+  """Engine-played atomic games (the committed fixture) as lichess-style PGN, interleaved with
+  standard games, other variants and broken atomic games. Returns (path, kept atomic UCI lists,
+  number of atomic games too short to keep)."""
+  games = [g.split() for g in (TEST_DATA / "atomic_selfplay_uci.txt").read_text().splitlines()]
+  texts, kept = [], []
+  for i, ucis in enumerate(games):
+    board = chess.variant.AtomicBoard()
+    san = board.variation_san([chess.Move.from_uci(u) for u in ucis])
+    variant = ("Atomic", "atomic", "ATOM")[i % 3]  # Aliases, case-insensitive (find_variant).
+    site = f"https://lichess.org/atomic{i}"
+    texts.append(pgn({"Event": "a", "Site": site, "Variant": variant}, san + " *"))
+    if len(ucis) >= 20:
+      kept.append(ucis)
+    if i % 10 == 0:
+      texts.append(pgn({"Event": "s", "Site": f"https://example.org/{i}"}, GOOD))
+  atomic = {"Event": "a", "Variant": "Atomic"}
+  king_capture = "f2f4 a7a6 e1f2 d7d6 b2b4 e7e5 c1a3 c8h3 f2g3 d8e7 g3h3".split()
+  king_capture = chess.Board().variation_san([chess.Move.from_uci(u) for u in king_capture])
+  texts += [
+    pgn({**atomic, "Site": "x/1"}, "1. Nf3 d5 2. Ne5 a6 3. Nxf7 e6 *"),  # Move after explosion.
+    pgn({**atomic, "Site": "x/2"}, king_capture + " *"),  # Legal in chess, not in atomic.
+    pgn({**atomic, "Site": "x/3"}, "1. e4 e5 2. Nf3 *"),  # Too short.
+    pgn({**atomic, "Site": "x/4", "FEN": "4k3/8/8/8/8/8/8/4K2R w K - 0 1"}, "1. Rh2 *"),
+    pgn({**atomic, "Site": "x/5"}, "1. e4 e5 2. Qxf7 3. Qxe8 *"),  # Corrupt movetext.
+    pgn({"Event": "z", "Site": "x/6", "Variant": "Crazyhouse"}, GOOD),
+    pgn({"Event": "z", "Site": "x/7", "Variant": " Atomic"}, "1. e4 *"),  # Not an alias.
+  ]
+  path = tmp_path_factory.mktemp("atomic") / "atomic.pgn"
+  path.write_text("\n".join(texts))
+  return path, kept, len(games) - len(kept)
+
+
+def test_atomic_games_kept_counted_and_labelled(tmp_path, atomic_pgn):
+  path, kept, short = atomic_pgn
+  manifest = run("--pgn", path, "--out", tmp_path / "a", "--variant", "atomic", "--split", "train")
+  assert manifest["encoding"]["variant"] == "atomic"
+  assert manifest["counts"]["kept"] == len(kept) >= 15
+  assert manifest["counts"]["python_chess_fallback"] == 0
+  skipped = {k: v for k, v in manifest["skipped"].items() if v}
+  assert skipped == {
+    "variant": 3 + 2,  # Standard games (one every ten atomic ones), Crazyhouse, " Atomic".
+    "illegal_or_ambiguous_san": 3,
+    "too_short": 1 + short,
+    "non_standard_start": 1,
+  }, skipped
+  games = list(read_games(tmp_path / "a", "train"))
+  assert [g["example_id"] for g in games][:2] == [
+    "https://lichess.org/atomic0",
+    "https://lichess.org/atomic1",
+  ]
+  for game, ucis in zip(games, kept, strict=True):
+    moves, states = encoding.encode_game(ucis, variant="atomic")
+    np.testing.assert_array_equal(game["moves"], moves)
+    np.testing.assert_array_equal(game["states"], states)
+  # The default (standard chess) mode skips the atomic games as a variant.
+  chess_manifest = run("--pgn", path, "--out", tmp_path / "c", "--split", "train")
+  assert chess_manifest["encoding"]["variant"] == "chess"
+  assert chess_manifest["counts"]["kept"] == 3
+  assert chess_manifest["skipped"]["variant"] == 30 + 5 + 2
+
+
+def test_atomic_output_identical_for_any_worker_count(tmp_path, atomic_pgn):
+  path, _, _ = atomic_pgn
+  common = ("--variant", "atomic", "--games-per-shard", "7", "--ep-mode", "legal")
+  one = run("--pgn", path, "--out", tmp_path / "w1", *common)
+  two = run("--pgn", path, "--out", tmp_path / "w2", *common, "--workers", "2")
+  assert one["splits"] == two["splits"] and one["skipped"] == two["skipped"]
+  files = sorted(p.name for p in (tmp_path / "w1").glob("*.array_record"))
+  assert len(files) >= 4
+  for name in files:
+    assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes()

@@ -244,9 +244,9 @@ def test_game_end_resumes_from_a_move_stack():
   assert stats.plies > 500
 
 
-def test_game_end_rejects_variants():
-  with pytest.raises(TypeError, match="standard chess.Board"):
-    GameEnd(chess.variant.AtomicBoard())
+def test_game_end_rejects_other_variants():
+  with pytest.raises(TypeError, match="chess.Board or chess.variant.AtomicBoard"):
+    GameEnd(chess.variant.CrazyhouseBoard())
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,3 +423,101 @@ def test_killed_run_leaves_no_dataset(tmp_path):
   assert not (out / MANIFEST).exists()
   assert not (out / STAGING).exists()
   assert not list(out.glob("*.array_record"))
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic chess (--variant atomic)
+
+ATOMIC_TERMINATIONS = ALL_TERMINATIONS | {T.VARIANT_LOSS}
+# Atomic positions near the rules' edges: clocks at 95..149 with mating material, connected
+# kings, atomic insufficient material (opposite-coloured bishops, bare king), a king already
+# exploded (a variant win for the side to move can only be set up), pseudo-legal en passant.
+ATOMIC_CRAFTED = [
+  "8/8/4k3/8/3n4/3K4/6Q1/8 w - - 95 120",
+  "8/8/4k3/8/3n4/3K4/6Q1/8 b - - 97 120",
+  "8/2k5/8/2pP4/2P5/3K4/8/8 w - - 140 150",
+  "k7/8/8/8/8/1q6/P7/K7 w - - 99 80",  # Clock 99, every legal move zeroes it.
+  "8/8/8/3kK3/8/8/8/R6r w - - 98 90",  # Kings connected: the rooks give no check.
+  "r3k2r/pppq1ppp/8/8/8/8/PPPQ1PPP/R3K2R b KQkq - 6 20",
+  "4k3/8/8/8/3p4/8/4P3/4K3 w - - 0 1",
+  "8/8/8/8/R4p1k/8/4P3/K7 w - - 0 1",
+  "8/8/4k3/2b5/8/3K4/4B3/8 w - - 30 60",  # Bishops on opposite colours: insufficient.
+  "8/8/4k3/2b5/8/3K4/3B4/8 w - - 30 60",  # Same colour: they can still explode each other.
+  "8/8/4k3/8/8/3K4/4N3/8 w - - 0 1",  # Knight vs bare king: insufficient.
+  "8/8/8/8/8/8/8/K7 w - - 0 1",  # Black's king is gone, white to move: variant win.
+  "3R4/8/8/3K4/8/Q7/2k5/4Q3 b - - 6 122",  # Stalemate (from a random game).
+  "7R/4Q3/8/3K4/8/Q7/4k3/8 b - - 2 120",  # Four plies before it.
+]
+
+
+def _atomic_walks(stats, *, random_games, long_walks, crafted_repeats):
+  rng = random.Random(54321)
+  for seed in range(random_games):
+    board = chess.variant.AtomicBoard()
+    _walk(stats, board, _uniform(random.Random(seed)), max_plies=2000, stop_at_end=True)
+  for i in range(long_walks):
+    choose = (_repeating, _quiet, _uniform)[i % 3](random.Random(2000 + i))
+    _walk(stats, chess.variant.AtomicBoard(), choose, max_plies=260, stop_at_end=False)
+  for fen in ATOMIC_CRAFTED:
+    for j in range(crafted_repeats):
+      choose = (_repeating, _quiet, _uniform)[j % 3](rng)
+      _walk(stats, chess.variant.AtomicBoard(fen), choose, max_plies=220, stop_at_end=False)
+
+
+def test_atomic_game_end_matches_python_chess():
+  stats = _Stats()
+  _atomic_walks(stats, random_games=40, long_walks=6, crafted_repeats=2)
+  assert stats.plies > 5000
+  assert set(stats.terminations) >= ATOMIC_TERMINATIONS, stats.terminations
+  assert stats.lookahead_threefold > 0
+  assert stats.clock99_open > 0
+
+
+@pytest.mark.slow
+def test_atomic_game_end_matches_python_chess_long():
+  stats = _Stats()
+  _atomic_walks(stats, random_games=300, long_walks=30, crafted_repeats=8)
+  assert stats.plies > 40_000
+  assert set(stats.terminations) >= ATOMIC_TERMINATIONS, stats.terminations
+  assert stats.fifty_lookahead > 0
+
+
+def test_atomic_games_identical_for_any_worker_count_and_follow_atomic_rules(tmp_path):
+  m1, g1 = _generate(tmp_path, "a1", games=12, seed=3, variant="atomic", workers=1)
+  m2, g2 = _generate(tmp_path, "a2", games=12, seed=3, variant="atomic", workers=2)
+  assert m1["splits"] == m2["splits"] and m1["counts"] == m2["counts"]
+  assert m1["encoding"]["variant"] == "atomic" and m1["generator"]["id_format"].startswith("cwm_at")
+  _, chess_games = _generate(tmp_path, "c", games=1, seed=3)
+  assert chess_games[0]["moves"].tolist() != g1[0]["moves"].tolist()
+  checked = 0
+  for a, b in zip(g1, g2, strict=True):
+    assert a["example_id"] == b["example_id"] and a["example_id"].startswith(
+      "cwm_atomic_uniform_s3_"
+    )
+    np.testing.assert_array_equal(a["moves"], b["moves"])
+    np.testing.assert_array_equal(a["states"], b["states"])
+    board = chess.variant.AtomicBoard()
+    for t in range(1, len(a["moves"])):
+      assert not board.is_game_over(claim_draw=True)
+      move = chess.Move.from_uci(id_to_move(a["moves"][t]))
+      assert board.is_legal(move)
+      board.push(move)
+      assert labels_to_fen(a["states"][t]) == board.fen(en_passant="fen")
+      checked += 1
+    assert board.is_game_over(claim_draw=True) and board.result(claim_draw=True) == a["result"]
+  assert checked > 500
+  assert "variant_loss" in m1["terminations"]
+
+
+def test_atomic_reference_mode_refused(tmp_path, capsys):
+  with pytest.raises(ValueError, match="standard-chess"):
+    random_uniform.generate(tmp_path / "x", games=1, compat="reference", variant="atomic")
+  with pytest.raises(ValueError, match="variant"):
+    random_uniform.generate(tmp_path / "x", games=1, variant="crazyhouse")
+  with pytest.raises(SystemExit):
+    random_uniform.main(["--out", str(tmp_path / "x"), "--games", "1", "--compat", "reference",
+                         "--variant", "atomic"])  # fmt: skip
+  assert "standard-chess" in capsys.readouterr().err
+  assert not (tmp_path / "x").exists()
+  manifest = random_uniform.generate(tmp_path / "chess", games=1, progress=False)
+  assert manifest["encoding"]["variant"] == "chess"

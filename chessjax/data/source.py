@@ -28,6 +28,12 @@ def read_manifest(path) -> dict:
   return manifest
 
 
+def variant_of_manifest(manifest: dict) -> str:
+  """The rules a dataset's games follow ("chess" or "atomic"); datasets prepared before the
+  manifest recorded a variant are standard chess."""
+  return manifest.get("encoding", {}).get("variant", "chess")
+
+
 def shard_paths(path, split: str | None = None) -> list[str]:
   """Shard files of one split (or of every split, in manifest order) of a dataset."""
   manifest = read_manifest(path)
