@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test lint demo bench clean
+.PHONY: venv test lint demo bench clean engines
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,8 +19,83 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint engines
 	$(BIN)/python -m pytest -q tests
+
+# Chess engines for the atomic evaluation track (SPEC section 9), into the git-ignored engines/:
+# engines/stockfish, a link to Debian's Stockfish (standard rules), and engines/fairy-stockfish,
+# compiled from the pinned pyffish source distribution (atomic rules; GPL, never committed).
+ENGINES := engines
+FAIRY := $(ENGINES)/fairy-stockfish
+STOCKFISH := $(ENGINES)/stockfish
+PYFFISH_VERSION := 0.0.90
+PYFFISH_SHA256 := 4a79601d85f392bce03705a275fb5f03dc44a554b26d32d518fb6887d772f701
+PYFFISH_SDIST := $(ENGINES)/pyffish-$(PYFFISH_VERSION).tar.gz
+FAIRY_CXXFLAGS := -std=c++17 -O2 -DNDEBUG -DALLVARS -DNNUE_EMBEDDING_OFF
+ifeq ($(shell getconf LONG_BIT),64)
+FAIRY_CXXFLAGS += -DIS_64BIT
+endif
+ifeq ($(shell uname -m),x86_64)
+FAIRY_CXXFLAGS += -DUSE_POPCNT -msse4.1 -mpopcnt
+endif
+
+engines: $(STOCKFISH) $(FAIRY)
+
+# A link is remade only when missing or dangling (make follows it), so reruns cost nothing.
+$(STOCKFISH):
+	@set -eu; mkdir -p $(ENGINES); \
+	sf="$$(command -v stockfish || true)"; \
+	if [ -z "$$sf" ] && [ -x /usr/games/stockfish ]; then sf=/usr/games/stockfish; fi; \
+	if [ -z "$$sf" ] && [ "$$(id -u)" = 0 ]; then \
+	  echo "engines: installing Debian package stockfish (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q stockfish || { apt-get update -q && apt-get install -y -q stockfish; }; \
+	  sf="$$(command -v stockfish || echo /usr/games/stockfish)"; \
+	elif [ -z "$$sf" ]; then \
+	  echo "engines: not root; unpacking Debian package stockfish into $(ENGINES)/"; \
+	  tmp="$$(mktemp -d "$(ENGINES)/.stockfish.XXXXXX")"; \
+	  trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
+	  (cd "$$tmp" && apt-get download stockfish); \
+	  dpkg-deb -x "$$tmp"/stockfish_*.deb "$$tmp/root"; \
+	  rm -rf $(ENGINES)/stockfish-deb; mv "$$tmp/root" $(ENGINES)/stockfish-deb; \
+	  sf=stockfish-deb/usr/games/stockfish; \
+	fi; \
+	(cd $(ENGINES) && test -x "$$sf") \
+	  || { echo "engines: no stockfish executable found or installed" >&2; exit 1; }; \
+	ln -sfn "$$sf" $(STOCKFISH).tmp && mv -fT $(STOCKFISH).tmp $(STOCKFISH); \
+	echo "engines: $(STOCKFISH) -> $$sf ($$(echo uci | $(STOCKFISH) | sed -n 's/^id name //p'))"
+
+# Order-only on the venv: its pip (and the pip configuration's indexes) fetches the sdist.
+$(PYFFISH_SDIST): | $(STAMP)
+	@set -eu; mkdir -p $(ENGINES); \
+	tmp="$$(mktemp -d "$(ENGINES)/.sdist.XXXXXX")"; \
+	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
+	echo "engines: downloading pyffish==$(PYFFISH_VERSION) source distribution"; \
+	$(BIN)/python -m pip download -q --no-deps --no-binary :all: -d "$$tmp" \
+	  pyffish==$(PYFFISH_VERSION); \
+	echo "$(PYFFISH_SHA256)  $$tmp/pyffish-$(PYFFISH_VERSION).tar.gz" | sha256sum -c --quiet - \
+	  || { echo "engines: sha256 mismatch for pyffish-$(PYFFISH_VERSION).tar.gz" >&2; exit 1; }; \
+	mv -f "$$tmp/pyffish-$(PYFFISH_VERSION).tar.gz" $@
+
+# Compiled in a temporary folder and moved into place only once it answers `uci`.
+$(FAIRY): $(PYFFISH_SDIST)
+	@set -eu; \
+	tmp="$$(mktemp -d "$(abspath $(ENGINES))/.fairy.XXXXXX")"; \
+	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
+	tar -xzf $(PYFFISH_SDIST) -C "$$tmp"; \
+	src="$$tmp/pyffish-$(PYFFISH_VERSION)/src"; \
+	jobs="$$(nproc 2>/dev/null || echo 2)"; \
+	echo "engines: compiling Fairy-Stockfish from pyffish $(PYFFISH_VERSION) ($$jobs jobs)"; \
+	mkdir "$$tmp/obj"; \
+	find "$$src" "$$src/syzygy" "$$src/nnue" "$$src/nnue/features" -maxdepth 1 -name '*.cpp' \
+	  ! -name pyffish.cpp ! -name ffishjs.cpp -print0 \
+	  | (cd "$$tmp/obj" && xargs -0 -n1 -P"$$jobs" g++ $(FAIRY_CXXFLAGS) -c); \
+	g++ -O2 -pthread -o "$$tmp/fairy-stockfish" "$$tmp"/obj/*.o; \
+	name="$$(echo uci | "$$tmp/fairy-stockfish" | sed -n 's/^id name //p')"; \
+	case "$$name" in Fairy-Stockfish*) ;; \
+	  *) echo "engines: built binary does not answer uci" >&2; exit 1;; esac; \
+	mv -f "$$tmp/fairy-stockfish" $@; \
+	echo "engines: $@ ($$name)"
 
 demo: $(STAMP)
 	$(BIN)/python -m chessjax.demo --workdir $(WORK)

@@ -45,6 +45,7 @@ from chessjax import labels, metrics, plots, train
 from chessjax.data import pipeline
 from chessjax.data.source import GameSource, read_manifest
 from chessjax.encoding import id_to_move
+from chessjax.files import write_text
 from chessjax.track import failure_svg
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -285,12 +286,12 @@ def evaluate(
     result["boards"] = []
     if chief:
       result["boards"] = draw_failures(name, path, split, failures, boards, out_dir / "boards")
-      write_atomic(out_dir / f"{name}.json", json_text(result))
+      write_text(out_dir / f"{name}.json", json_text(result))
     results[name] = result
     if verbose:
       print(_progress_line(name, result), flush=True)
   if chief:
-    write_atomic(out_dir / "results.md", results_markdown(results, workdir))
+    write_text(out_dir / "results.md", results_markdown(results, workdir))
     _save_png_atomic(results, out_dir / "prefix_bins.png", f"{workdir.name}")
   return results
 
@@ -386,14 +387,6 @@ def json_text(result: dict) -> str:
   return "{\n" + ",\n".join(items) + "\n}\n"
 
 
-def write_atomic(path, text: str) -> None:
-  """Writes a text file so readers see the old or the new content, never a partial one."""
-  path = Path(path)
-  tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-  tmp.write_text(text)
-  os.replace(tmp, path)
-
-
 def _save_png_atomic(results: dict, path: Path, title: str) -> None:
   tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")  # matplotlib reads the suffix.
   plots.save_prefix_bins_png(results, tmp, title)
@@ -414,7 +407,7 @@ def draw_failures(name: str, path, split: str, failures: dict, count: int, out_d
     where = f"ply {step}, move {move}" if move else "the initial position"
     title = f"{name} game {g} ({game['example_id']}): first wrong step {step}, after {where}"
     file = f"{name}_game{g}_step{step}.svg"
-    write_atomic(Path(out_dir) / file, failure_svg(pred, true, title, move))
+    write_text(Path(out_dir) / file, failure_svg(pred, true, title, move))
     wrong = [int(i) for i in np.nonzero(np.asarray(pred) != true)[0]]
     drawn.append({"game": g, "step": step, "svg": f"boards/{file}", "wrong": wrong})
   return drawn

@@ -1,0 +1,370 @@
+"""Variant-divergent evaluation positions for the atomic-chess track (paper 000, SPEC section 9).
+
+    python -m data_prep.atomic_positions --out runs/atomic/positions.jsonl \
+        [--standard-pgn GAMES.pgn.bz2 ...] [--atomic-pgn lichess_atomic.pgn.zst ...] \
+        [--selfplay-games 400] [--per-source 100] [--depth 24] [--min-drop 20] [--unfiltered]
+
+Candidates are one position per game, at a ply drawn uniformly in [--min-ply, --max-ply] from a
+seeded generator, from two sources:
+  standard  standard games (default: the bundled lichess sample)
+  atomic    atomic games: a lichess atomic PGN export (`[Variant "Atomic"]`) when given, otherwise
+            Fairy-Stockfish self-play at --selfplay-depth after --random-plies random opening
+            moves; such positions carry `"synthetic": true`
+A candidate must be valid and not over under both rulesets, and is analysed at --depth by
+Stockfish (standard) and Fairy-Stockfish (atomic). It is kept iff (unless --unfiltered, the
+paper's Table 3 control set, which keeps every valid candidate):
+  * the atomic-best and standard-best moves differ,
+  * the standard-best move is legal under atomic rules,
+  * played under atomic rules it loses at least --min-drop Win% points (default 20, MISTAKE),
+  * no analysis (either best line, or the standard-best move under atomic rules) is a mate.
+Sources are balanced: candidates are drawn until --per-source positions of each are kept. The
+paper's unfiltered control (Table 3) is `--sources atomic --unfiltered`.
+
+Output: JSONL, one position per line (FEN, source, side to move, legal UCI moves and engine best
+move/score per ruleset, the standard-best move's atomic Win% drop, engines, depth, the three
+prompts of the paper's appendix A), and `OUT.summary.json` with every count by reason. Engine
+analyses go through the `chessjax.engines` cache, so a rerun with the same engines and depth
+costs nothing.
+"""
+
+import argparse
+import bz2
+import gzip
+import io
+import json
+import logging
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import chess
+import chess.pgn
+import chess.variant
+
+from chessjax import atomic_prompts, engines
+from chessjax.atomic_eval import clamp_cp, win_percent
+from chessjax.files import write_json, write_text
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_STANDARD_PGN = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
+REASONS = (
+  "kept",
+  "too_short",
+  "invalid",
+  "game_over",
+  "duplicate",
+  "same_best",
+  "standard_best_illegal_in_atomic",
+  "mate",
+  "small_drop",
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# Candidate positions
+
+
+def _open_text(path) -> io.TextIOBase:
+  path = str(path)
+  if path.endswith(".bz2"):
+    return bz2.open(path, "rt", errors="replace")
+  if path.endswith(".gz"):
+    return gzip.open(path, "rt", errors="replace")
+  if path.endswith(".zst"):
+    import zstandard
+
+    return io.TextIOWrapper(zstandard.open(path, "rb"), errors="replace")
+  return open(path, errors="replace")
+
+
+def pgn_games(paths: Sequence, variant: str) -> Iterator[tuple[str, list[chess.Move], str]]:
+  """(origin, mainline moves, board class name) of each game of `variant` in the PGN files.
+
+  Games of another variant or from a set-up position are passed over; a game python-chess could
+  not replay to its end keeps only its legal prefix (python-chess stops at the first error).
+  """
+  for path in paths:
+    with _open_text(path) as f:
+      number = 0
+      while True:
+        game = chess.pgn.read_game(f)
+        if game is None:
+          break
+        number += 1
+        board = game.board()
+        if board.uci_variant != variant or board.fen() != type(board)().fen():
+          continue
+        yield f"{Path(path).name}#{number}", list(game.mainline_moves()), variant
+
+
+def selfplay_games(
+  pool: "engines.EnginePool",
+  count: int,
+  *,
+  depth: int,
+  random_plies: int,
+  max_plies: int,
+  seed: int,
+) -> Iterator[tuple[str, list[chess.Move], str]]:
+  """Atomic games of Fairy-Stockfish against itself after random opening moves (synthetic)."""
+  for n in range(count):
+    rng = random.Random(f"selfplay|{seed}|{n}")
+    board, moves = chess.variant.AtomicBoard(), []
+    while len(moves) < max_plies and not board.is_game_over(claim_draw=True):
+      if len(moves) < random_plies:
+        move = rng.choice(list(board.legal_moves))
+      else:
+        analysis = pool.analyse(board.fen(), variant="atomic", depth=depth)
+        move = chess.Move.from_uci(analysis.best.move)
+      board.push(move)
+      moves.append(move)
+    yield f"selfplay#{n}", moves, "atomic"
+
+
+def sample_position(moves: Sequence[chess.Move], variant: str, rng, min_ply: int, max_ply: int):
+  """(ply, FEN) of a uniformly drawn ply in [min_ply, min(max_ply, len)], or None if too short."""
+  last = min(max_ply, len(moves))
+  if last < min_ply:
+    return None
+  ply = rng.randint(min_ply, last)
+  board = atomic_prompts.RULESET_BOARD["atomic" if variant == "atomic" else "standard"]()
+  for move in moves[:ply]:
+    board.push(move)
+  return ply, board.fen()
+
+
+def check_position(fen: str) -> str | None:
+  """None if the position is valid and not over under both rulesets, else the reason."""
+  for ruleset in atomic_prompts.RULESETS:
+    board = atomic_prompts.board_of(fen, ruleset)
+    if not board.is_valid():
+      return "invalid"
+    if board.is_game_over(claim_draw=False) or not any(board.legal_moves):
+      return "game_over"
+  return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Labelling
+
+
+def _line_json(line: "engines.Line") -> dict:
+  return {"move": line.move, "cp": line.cp, "mate": line.mate, "pv": list(line.pv)}
+
+
+def label_batch(
+  candidates: Sequence[dict], pools: dict, *, depth: int, min_drop: float, unfiltered: bool
+) -> list[tuple[str, dict]]:
+  """(reason, record) of each candidate; reason `kept` for positions that pass the filter."""
+  best = {
+    ruleset: pools[ruleset].analyse_many(
+      [
+        engines.Request(c["fen"], atomic_prompts.RULESET_VARIANT[ruleset], depth)
+        for c in candidates
+      ]
+    )
+    for ruleset in atomic_prompts.RULESETS
+  }
+  legal = [
+    {r: atomic_prompts.legal_moves(c["fen"], r) for r in atomic_prompts.RULESETS}
+    for c in candidates
+  ]
+  needs_cross = [
+    i
+    for i, c in enumerate(candidates)
+    if best["standard"][i].best.move in legal[i]["atomic"]
+    and (unfiltered or best["standard"][i].best.move != best["atomic"][i].best.move)
+  ]
+  cross = dict(
+    zip(
+      needs_cross,
+      pools["atomic"].analyse_many(
+        [
+          engines.Request(
+            candidates[i]["fen"], "atomic", depth, root_moves=(best["standard"][i].best.move,)
+          )
+          for i in needs_cross
+        ]
+      ),
+      strict=True,
+    )
+  )
+  out = []
+  for i, c in enumerate(candidates):
+    std, atm = best["standard"][i].best, best["atomic"][i].best
+    cross_line = cross[i].best if i in cross else None
+    drop = None
+    if cross_line is not None:
+      drop = win_percent(clamp_cp(atm.cp, atm.mate)) - win_percent(
+        clamp_cp(cross_line.cp, cross_line.mate)
+      )
+    if unfiltered:
+      reason = "kept"
+    elif std.move == atm.move:
+      reason = "same_best"
+    elif cross_line is None:
+      reason = "standard_best_illegal_in_atomic"
+    elif any(line.mate is not None for line in (std, atm, cross_line)):
+      reason = "mate"
+    elif drop < min_drop:
+      reason = "small_drop"
+    else:
+      reason = "kept"
+    board = atomic_prompts.board_of(c["fen"], "standard")
+    record = {
+      **c,
+      "side_to_move": "white" if board.turn == chess.WHITE else "black",
+      "legal_moves": legal[i],
+      "best": {"standard": _line_json(std), "atomic": _line_json(atm)},
+      "standard_best_under_atomic": None if cross_line is None else _line_json(cross_line),
+      "standard_best_atomic_win_drop": drop,
+      "engines": {
+        r: {"name": best[r][i].engine, "version": best[r][i].version}
+        for r in atomic_prompts.RULESETS
+      },
+      "depth": depth,
+      "prompts": {k: atomic_prompts.render(k, c["fen"]) for k in atomic_prompts.CONDITIONS},
+    }
+    out.append((reason, record))
+  return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("--out", required=True, help="output JSONL path")
+  p.add_argument("--standard-pgn", nargs="*", default=None, help="standard PGN files")
+  p.add_argument("--atomic-pgn", nargs="*", default=[], help="atomic PGN files (lichess export)")
+  p.add_argument("--selfplay-games", type=int, default=400, help="synthetic atomic games, at most")
+  p.add_argument("--selfplay-depth", type=int, default=6)
+  p.add_argument("--random-plies", type=int, default=6, help="random opening plies of self-play")
+  p.add_argument("--per-source", type=int, default=100, help="positions kept per source")
+  p.add_argument("--depth", type=int, default=24, help="analysis depth (paper: 24)")
+  p.add_argument("--min-drop", type=float, default=20.0, help="atomic Win%% drop (MISTAKE: 20)")
+  p.add_argument("--min-ply", type=int, default=10)
+  p.add_argument("--max-ply", type=int, default=60)
+  p.add_argument("--unfiltered", action="store_true", help="keep every valid candidate (Table 3)")
+  p.add_argument(
+    "--sources", nargs="+", choices=("standard", "atomic"), default=["standard", "atomic"]
+  )
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--workers", type=int, default=1, help="engine processes per engine")
+  p.add_argument("--batch", type=int, default=8, help="candidates analysed per round")
+  p.add_argument("--cache", default=None, help="engine cache path, or 'none'")
+  return p.parse_args(argv)
+
+
+def _source_games(args, source: str, pools: dict):
+  if source == "standard":
+    return pgn_games(args.standard_pgn or [DEFAULT_STANDARD_PGN], "chess")
+  if args.atomic_pgn:
+    return pgn_games(args.atomic_pgn, "atomic")
+  return selfplay_games(
+    pools["atomic"],
+    args.selfplay_games,
+    depth=args.selfplay_depth,
+    random_plies=args.random_plies,
+    max_plies=args.max_ply + 1,
+    seed=args.seed,
+  )
+
+
+def collect(args, pools: dict) -> tuple[list[dict], dict]:
+  """Kept positions of both sources and the counts by source and reason."""
+  kept, counts, seen = [], {}, set()
+  for source in args.sources:
+    counts[source] = Counter({r: 0 for r in REASONS})
+    mine, pending = [], []
+    rng = random.Random(f"{args.seed}|{source}")
+    synthetic = source == "atomic" and not args.atomic_pgn
+    games = _source_games(args, source, pools)
+    for origin, moves, variant in games:
+      if len(mine) >= args.per_source:
+        break
+      sampled = sample_position(moves, variant, rng, args.min_ply, args.max_ply)
+      if sampled is None:
+        counts[source]["too_short"] += 1
+        continue
+      ply, fen = sampled
+      reason = "duplicate" if fen in seen else check_position(fen)
+      if reason:
+        counts[source][reason] += 1
+        continue
+      seen.add(fen)
+      pending.append(
+        {"fen": fen, "source": source, "synthetic": synthetic, "origin": origin, "ply": ply}
+      )
+      if len(pending) >= args.batch:
+        _label(pending, pools, args, counts[source], mine)
+        pending = []
+    if pending and len(mine) < args.per_source:
+      _label(pending, pools, args, counts[source], mine)
+    if len(mine) < args.per_source:
+      logging.warning(
+        "source %s: only %d of %d positions kept (games exhausted)",
+        source,
+        len(mine),
+        args.per_source,
+      )
+    kept += mine
+  return kept, {s: dict(c) for s, c in counts.items()}
+
+
+def _label(pending, pools, args, counts: Counter, mine: list) -> None:
+  for reason, record in label_batch(
+    pending, pools, depth=args.depth, min_drop=args.min_drop, unfiltered=args.unfiltered
+  ):
+    if reason == "kept" and len(mine) >= args.per_source:
+      break
+    counts[reason] += 1
+    if reason == "kept":
+      mine.append({"id": f"{record['source']}-{len(mine):04d}", **record})
+  logging.info("%s: %s", pending[0]["source"], dict(counts))
+
+
+def main(argv=None) -> int:
+  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  args = parse_args(argv)
+  cache = None if args.cache == "none" else (args.cache or engines.default_cache_path())
+  pools = {}
+  start = time.perf_counter()
+  try:
+    for ruleset in atomic_prompts.RULESETS:
+      kind = engines.engine_for_variant(atomic_prompts.RULESET_VARIANT[ruleset])
+      pools[ruleset] = engines.EnginePool(kind, workers=args.workers, cache=cache)
+    kept, counts = collect(args, pools)
+    summary = {
+      "positions": len(kept),
+      "counts": counts,
+      "engines": {r: {"name": p.info.name, "version": p.info.version} for r, p in pools.items()},
+      "cache": {r: p.stats for r, p in pools.items()},
+      "seconds": round(time.perf_counter() - start, 1),
+      "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    }
+  except engines.EngineMissingError as e:
+    print(e, file=sys.stderr)
+    return 1
+  finally:
+    for pool in pools.values():
+      pool.close()
+  out = Path(args.out)
+  out.parent.mkdir(parents=True, exist_ok=True)
+  write_text(out, "".join(json.dumps(r) + "\n" for r in kept))
+  write_json(out.with_name(out.name + ".summary.json"), summary)
+  for source, c in counts.items():
+    print(
+      f"{source}: kept {c['kept']}; "
+      + ", ".join(f"{k} {v}" for k, v in c.items() if k != "kept" and v)
+    )
+  print(f"wrote {len(kept)} positions to {out} (summary: {out.name}.summary.json)")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
