@@ -14,7 +14,10 @@ Each configuration compiles (warm-up steps, excluded), then times `--iters` step
 completion; the table gives the median. "growth" is the step-time ratio to the previous length
 and "exponent" log(time ratio) / log(length ratio) (1 = linear, 2 = quadratic). "other%" is the
 CPU time other processes took during the timed steps, as a share of the machine: on a shared
-machine, numbers with a high other% are slowed by neighbours. Families whose module does not
+machine, numbers with a high other% are slowed by neighbours. "temp KiB/token" is the size of XLA's
+temporary buffers in the compiled step (its memory analysis: activations, gradients and scratch
+live at the peak, beyond the donated state), per token of the batch: the memory cost of each
+implementation, read from the compiled program. Families whose module does not
 import yet are listed as missing.
 """
 
@@ -108,6 +111,8 @@ def bench_one(family, size, steps, opts, overrides) -> dict:
   step = make_train_step(graphdef, tx)
   batches = [random_batch(opts.batch, steps, seed=i) for i in range(2)]
   t0 = time.perf_counter()
+  step = step.lower(params, rest, opt_state, batches[0]).compile()  # ahead of time, timed below
+  memory = step.memory_analysis()
   for i in range(opts.warmup):
     params, rest, opt_state, loss = step(params, rest, opt_state, batches[i % 2])
     jax.block_until_ready(loss)
@@ -127,6 +132,11 @@ def bench_one(family, size, steps, opts, overrides) -> dict:
     "loss": float(loss),
     "warm_s": compile_s,
     "other": share.other_percent(),
+    # XLA's buffer plan of the compiled step: temporaries live at its peak, beyond the
+    # (donated) arguments. Per token of the batch; None where the backend does not report it.
+    "temp_kb_tok": None
+    if memory is None
+    else memory.temp_size_in_bytes / 1024 / (opts.batch * steps),
   }
 
 
@@ -214,17 +224,18 @@ def main(argv=None):
   print()
   print(
     "| family | size | params | T | ms/step (median) | min ms | tokens/s | growth | exponent "
-    "| other% |"
+    "| temp KiB/token | other% |"
   )
-  print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+  print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   for r in rows:
     print(
       f"| {r['family']} | {r['size']} | {r['params']:,} | {r['steps']} | {r['ms']:.1f} | "
       f"{r['min_ms']:.1f} | {r['tok_s']:,.0f} | {r['growth']} | {r['exponent']} | "
+      f"{'n/a' if r['temp_kb_tok'] is None else format(r['temp_kb_tok'], '.1f')} | "
       f"{r['other']:.0f} |"
     )
   for family in missing:
-    print(f"| {family} | missing | | | | | | | | |")
+    print(f"| {family} | missing | | | | | | | | | |")
   if missing:
     print()
     for family, why in missing.items():

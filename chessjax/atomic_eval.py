@@ -33,6 +33,7 @@ import json
 import logging
 import re
 import sys
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -360,7 +361,8 @@ def save_figure(report: dict, path: Path) -> None:
       ax.bar(x, y, width, color=f"C{i}", label=condition if j == 0 else None)
       ax.errorbar(x, y, yerr=err, color="black", capsize=3, linewidth=1)
       ax.text(x, row["ci95"][1] + 0.5, f"{y:.1f}", ha="center", va="bottom", fontsize=8)
-  ax.set_xticks(range(len(models)), [f"{m}\n({e})" for m, e in models], fontsize=8)
+  names = [textwrap.fill(m, 20) + ("" if e == "-" else f"\n({e})") for m, e in models]
+  ax.set_xticks(range(len(models)), names, fontsize=8)
   ax.set_ylabel("mean Win% loss per move")
   ax.legend(fontsize=8)
   ax.grid(axis="y", alpha=0.3)
