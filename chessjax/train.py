@@ -37,6 +37,7 @@ from jax.sharding import PartitionSpec as P
 from chessjax import metrics, optim, plots
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.data import pipeline
+from chessjax.files import write_json, write_text
 from chessjax.models import count_params, create_model
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   chief = jax.process_index() == 0
   if chief:
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "config.json").write_text(_config_json(config))
+    write_text(workdir / "config.json", _config_json(config))
   if not config.data.train:
     raise ValueError("config.data.train is empty: point it at a prepared dataset directory")
 
@@ -297,7 +298,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     "validation": {k: v for k, v in last_eval.items() if k != "bins"},
   }
   if chief:
-    (workdir / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(workdir / "train_summary.json", summary)
   return summary
 
 

@@ -9,7 +9,6 @@ model for move tokens it never trained on.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from chessjax import encoding
 from chessjax.data import read_games, read_manifest
+from chessjax.files import write_json
 
 
 def split_stats(path, split: str) -> tuple[dict, np.ndarray]:
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     return 2
   print(format_report(report))
   if args.json:
-    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    write_json(args.json, report)
   return 0
 
 

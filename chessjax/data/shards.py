@@ -9,12 +9,13 @@ complete dataset is only replaced with `overwrite=True`.
 Layout: `DIR/{split}-{index:05d}.array_record`, each record a game from `chessjax.data.records`.
 """
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 from array_record.python.array_record_module import ArrayRecordWriter
+
+from chessjax.files import write_json
 
 MANIFEST = "manifest.json"
 FORMAT = "chessjax-games"
@@ -22,18 +23,6 @@ FORMAT_VERSION = 1
 STAGING = ".staging"
 # Records are zstd-compressed by us; group_size 1 keeps random access to one record cheap.
 WRITER_OPTIONS = "group_size:1,uncompressed"
-
-
-def write_json_atomic(path: Path, obj) -> None:
-  """Writes JSON to a temporary sibling, fsyncs it and renames it over `path`."""
-  path = Path(path)
-  tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-  with open(tmp, "w") as f:
-    json.dump(obj, f, indent=2, sort_keys=False)
-    f.write("\n")
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
 
 
 def shard_name(split: str, index: int) -> str:
@@ -91,7 +80,7 @@ class DatasetWriter:
         os.replace(self.staging / s["file"], self.out_dir / s["file"])
     self.staging.rmdir()
     full = {"format": FORMAT, "format_version": FORMAT_VERSION, "splits": splits, **manifest}
-    write_json_atomic(self.out_dir / MANIFEST, full)
+    write_json(self.out_dir / MANIFEST, full)
     return full
 
   def abort(self) -> None:
