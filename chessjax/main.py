@@ -3,9 +3,10 @@ r"""Training entry point.
     python -m chessjax.main --config=configs/cwm.py:family=slice,size=d128 --workdir=runs/x \
         --config.data.train=data/real [--config.optim.lr=3e-4 ...]
 
-Multi-host: on a Cloud TPU VM slice `jax.distributed.initialize()` finds its peers by itself; on
-other clusters set CHESSJAX_COORDINATOR (host:port), CHESSJAX_NUM_PROCESSES and
-CHESSJAX_PROCESS_ID on every process. Rerunning the same command resumes from the workdir.
+Multi-host: on a Cloud TPU VM slice or in a multi-task SLURM job `jax.distributed.initialize()`
+finds its peers by itself; elsewhere set CHESSJAX_COORDINATOR (host:port),
+CHESSJAX_NUM_PROCESSES and CHESSJAX_PROCESS_ID on every process. Rerunning the same command
+resumes from the workdir.
 """
 
 import logging
@@ -24,16 +25,23 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 
 def initialize_distributed() -> None:
-  """Joins the other processes of a multi-host run, if this is one."""
+  """Joins the other processes of a multi-host run, if this is one.
+
+  Must run before anything touches a JAX backend. Explicit CHESSJAX_* settings win; otherwise a
+  multi-worker Cloud TPU slice or a multi-task SLURM job is detected by JAX itself.
+  """
   if "CHESSJAX_COORDINATOR" in os.environ:
-    if jax.config.jax_platforms in (None, "", "cpu") or jax.default_backend() == "cpu":
-      jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    # Cross-process collectives on CPU devices need gloo; GPU and TPU runs ignore this setting.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
       coordinator_address=os.environ["CHESSJAX_COORDINATOR"],
       num_processes=int(os.environ["CHESSJAX_NUM_PROCESSES"]),
       process_id=int(os.environ["CHESSJAX_PROCESS_ID"]),
     )
-  elif os.environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0:
+  elif (
+    os.environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0
+    or int(os.environ.get("SLURM_NTASKS", "1")) > 1
+  ):
     jax.distributed.initialize()
 
 
