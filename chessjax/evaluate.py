@@ -120,26 +120,14 @@ def resolve_split(path, split: str | None) -> str:
 
 
 def _eval_iterator(path, split: str, num_games: int, batch_size: int, config):
-  buckets, max_len = tuple(config.data.bucket_lengths), config.data.max_len
-  lengths = pipeline.game_lengths(path, split)
-  if num_games == len(lengths):
-    return pipeline.make_eval_batches(
-      path, split, batch_size=batch_size, bucket_lengths=buckets, max_len=max_len
-    )
-  # The first `num_games` games only: the plan make_eval_batches builds, over a prefix of lengths.
-  plan = pipeline.BatchPlan(
-    lengths[:num_games],
+  return pipeline.make_eval_batches(
+    path,
+    split,
     batch_size=batch_size,
-    shuffle=False,
-    num_epochs=1,
-    drop_remainder=False,
-    bucket_lengths=buckets,
-    max_len=max_len,
-    window_batches=None,
-    process_index=jax.process_index(),
-    process_count=jax.process_count(),
+    bucket_lengths=tuple(config.data.bucket_lengths),
+    max_len=config.data.max_len,
+    max_games=num_games,
   )
-  return pipeline.BatchIterator(plan, path, split)
 
 
 def _compile_shapes(step_fn, params, rest, plan, sharding) -> dict[int, object]:

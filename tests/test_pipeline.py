@@ -308,6 +308,15 @@ def test_eval_process_shards(dataset):
     assert len({b["moves"].shape for b in step}) == 1
 
 
+def test_eval_max_games_is_a_prefix(dataset):
+  path, games = dataset
+  batches = list(pipeline.make_eval_batches(path, "val", batch_size=8, max_games=11))
+  index = np.concatenate([b["index"] for b in batches])
+  assert len(batches) == 2 and sorted(index[index >= 0].tolist()) == list(range(11))
+  for batch in batches:
+    _assert_rows_match_games(batch, games["val"])
+
+
 def test_game_lengths_match_manifest(dataset):
   path, games = dataset
   for split in ("train", "val"):

@@ -510,6 +510,7 @@ def make_eval_batches(
   batch_size: int,
   bucket_lengths: Sequence[int] = DEFAULT_BUCKET_LENGTHS,
   max_len: int | None = None,
+  max_games: int | None = None,
   sort_by_length: bool = True,
   process_index: int | None = None,
   process_count: int | None = None,
@@ -517,7 +518,8 @@ def make_eval_batches(
   read_threads: int = 1,
   prefetch_batches: int = DEFAULT_PREFETCH_BATCHES,
 ) -> BatchIterator:
-  """One deterministic pass over a split: every game exactly once, nothing shuffled.
+  """One deterministic pass over a split (or its first `max_games` games): every game exactly
+  once, nothing shuffled.
 
   With `sort_by_length` (default) the whole split is stably sorted by length, so batches run from
   short to long and each bucket shape is compiled once; otherwise batch k holds stored games
@@ -527,7 +529,7 @@ def make_eval_batches(
   """
   process_index, process_count = _process_defaults(process_index, process_count)
   plan = BatchPlan(
-    game_lengths(path, split),
+    game_lengths(path, split)[:max_games],
     batch_size=batch_size,
     shuffle=False,
     num_epochs=1,
