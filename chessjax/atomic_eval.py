@@ -29,6 +29,7 @@ rulesets through Win% loss and categories, and read absolute differences with th
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import re
@@ -374,6 +375,33 @@ def save_figure(report: dict, path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# Engines of the two rulesets
+
+
+def cache_arg(value: str | None):
+  """A `--cache` flag as an `EnginePool` cache: "none" disables it, no value is the user default."""
+  return None if value == "none" else (value or engines.default_cache_path())
+
+
+@contextlib.contextmanager
+def ruleset_pools(rulesets, *, workers: int = 1, hash_mb: int = 16, cache=None):
+  """{ruleset: EnginePool of its engine} (Stockfish for standard, Fairy-Stockfish for atomic),
+  every pool closed on exit; raises `engines.EngineMissingError` naming `make engines`."""
+  with contextlib.ExitStack() as stack:
+    yield {
+      ruleset: stack.enter_context(
+        engines.EnginePool(
+          engines.engine_for_variant(RULESET_VARIANT[ruleset]),
+          workers=workers,
+          hash_mb=hash_mb,
+          cache=cache,
+        )
+      )
+      for ruleset in rulesets
+    }
+
+
+# ------------------------------------------------------------------------------------------------
 # Command line
 
 
@@ -427,32 +455,26 @@ def main(argv=None) -> int:
   if depth is None:
     print("the positions record no single depth: pass --depth", file=sys.stderr)
     return 1
-  cache = None if args.cache == "none" else (args.cache or engines.default_cache_path())
   rulesets = sorted({a["ruleset"] for a in answers})
-  pools = {}
+  thresholds = THRESHOLDS[args.thresholds]
   try:
-    for ruleset in rulesets:
-      kind = engines.engine_for_variant(RULESET_VARIANT[ruleset])
-      pools[ruleset] = engines.EnginePool(
-        kind, workers=args.workers, hash_mb=args.hash_mb, cache=cache
-      )
-    thresholds = THRESHOLDS[args.thresholds]
-    scored = score_answers(answers, positions, pools, depth=depth, thresholds=thresholds)
-    report = {
-      "n_answers": len(scored),
-      "n_positions": len({s["fen"] for s in scored}),
-      "skipped_inputs": len(problems),
-      "depth": depth,
-      "engines": {r: pools[r].info.name for r in rulesets},
-      "cache": {r: pools[r].stats for r in rulesets},
-      "summary": summarise(scored, n_boot=args.bootstrap, seed=args.seed, thresholds=thresholds),
-    }
+    with ruleset_pools(
+      rulesets, workers=args.workers, hash_mb=args.hash_mb, cache=cache_arg(args.cache)
+    ) as pools:
+      scored = score_answers(answers, positions, pools, depth=depth, thresholds=thresholds)
+      report = {
+        "n_answers": len(scored),
+        "n_positions": len({s["fen"] for s in scored}),
+        "skipped_inputs": len(problems),
+        "depth": depth,
+        "engines": {r: pools[r].info.name for r in rulesets},
+        "cache": {r: pools[r].stats for r in rulesets},
+      }
   except engines.EngineMissingError as e:
     print(e, file=sys.stderr)
     return 1
-  finally:
-    for pool in pools.values():
-      pool.close()
+  summary = summarise(scored, n_boot=args.bootstrap, seed=args.seed, thresholds=thresholds)
+  report["summary"] = summary
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   write_text(out / "scored.jsonl", "".join(json.dumps(s) + "\n" for s in scored))

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chessjax import atomic_prompts, engines
-from chessjax.atomic_eval import read_jsonl
+from chessjax.atomic_eval import cache_arg, read_jsonl, ruleset_pools
 from chessjax.files import write_text
 
 _UCI_TOKEN = re.compile(r"\b([a-h][1-8][a-h][1-8][qrbn]?)\b")
@@ -159,13 +159,10 @@ def main(argv=None) -> int:
   if args.picker == "random":
     rows = answer_positions(RandomPicker(args.seed), positions, args.conditions)
   else:
-    kind = engines.engine_for_variant(atomic_prompts.RULESET_VARIANT[args.rules])
-    cache = None if args.cache == "none" else (args.cache or engines.default_cache_path())
     try:
-      with engines.EnginePool(kind, cache=cache) as pool:
-        rows = answer_positions(
-          EnginePicker(pool, args.rules, args.depth), positions, args.conditions
-        )
+      with ruleset_pools([args.rules], cache=cache_arg(args.cache)) as pools:
+        picker = EnginePicker(pools[args.rules], args.rules, args.depth)
+        rows = answer_positions(picker, positions, args.conditions)
     except engines.EngineMissingError as e:
       print(e, file=sys.stderr)
       return 1

@@ -28,8 +28,6 @@ costs nothing.
 """
 
 import argparse
-import bz2
-import gzip
 import io
 import json
 import logging
@@ -45,8 +43,9 @@ import chess.pgn
 import chess.variant
 
 from chessjax import atomic_prompts, engines
-from chessjax.atomic_eval import clamp_cp, win_percent
+from chessjax.atomic_eval import cache_arg, clamp_cp, ruleset_pools, win_percent
 from chessjax.files import write_json, write_text
+from data_prep import pgn_files
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_STANDARD_PGN = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
@@ -67,33 +66,21 @@ REASONS = (
 # Candidate positions
 
 
-def _open_text(path) -> io.TextIOBase:
-  path = str(path)
-  if path.endswith(".bz2"):
-    return bz2.open(path, "rt", errors="replace")
-  if path.endswith(".gz"):
-    return gzip.open(path, "rt", errors="replace")
-  if path.endswith(".zst"):
-    import zstandard
-
-    return io.TextIOWrapper(zstandard.open(path, "rb"), errors="replace")
-  return open(path, errors="replace")
-
-
 def pgn_games(paths: Sequence, variant: str) -> Iterator[tuple[str, list[chess.Move], str]]:
-  """(origin, mainline moves, board class name) of each game of `variant` in the PGN files.
+  """(origin, mainline moves, variant) of each game of `variant` in the PGN files.
 
-  Games of another variant or from a set-up position are passed over; a game python-chess could
-  not replay to its end keeps only its legal prefix (python-chess stops at the first error).
+  Files are streamed by `data_prep.pgn_files` (plain, .gz, .bz2, .zst). Games of another variant
+  or from a set-up position are passed over; a game python-chess could not replay to its end
+  keeps only its legal prefix (python-chess stops at the first error).
   """
   for path in paths:
-    with _open_text(path) as f:
-      number = 0
-      while True:
-        game = chess.pgn.read_game(f)
-        if game is None:
-          break
+    number = 0
+    for texts, _ in pgn_files.iter_game_batches(path, pgn_files.SourceInfo(str(path))):
+      for text in texts:
         number += 1
+        game = chess.pgn.read_game(io.StringIO(text))
+        if game is None:
+          continue
         board = game.board()
         if board.uci_variant != variant or board.fen() != type(board)().fen():
           continue
@@ -331,28 +318,23 @@ def _label(pending, pools, args, counts: Counter, mine: list) -> None:
 def main(argv=None) -> int:
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
   args = parse_args(argv)
-  cache = None if args.cache == "none" else (args.cache or engines.default_cache_path())
-  pools = {}
   start = time.perf_counter()
   try:
-    for ruleset in atomic_prompts.RULESETS:
-      kind = engines.engine_for_variant(atomic_prompts.RULESET_VARIANT[ruleset])
-      pools[ruleset] = engines.EnginePool(kind, workers=args.workers, cache=cache)
-    kept, counts = collect(args, pools)
-    summary = {
-      "positions": len(kept),
-      "counts": counts,
-      "engines": {r: {"name": p.info.name, "version": p.info.version} for r, p in pools.items()},
-      "cache": {r: p.stats for r, p in pools.items()},
-      "seconds": round(time.perf_counter() - start, 1),
-      "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-    }
+    with ruleset_pools(
+      atomic_prompts.RULESETS, workers=args.workers, cache=cache_arg(args.cache)
+    ) as pools:
+      kept, counts = collect(args, pools)
+      summary = {
+        "positions": len(kept),
+        "counts": counts,
+        "engines": {r: {"name": p.info.name, "version": p.info.version} for r, p in pools.items()},
+        "cache": {r: p.stats for r, p in pools.items()},
+        "seconds": round(time.perf_counter() - start, 1),
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+      }
   except engines.EngineMissingError as e:
     print(e, file=sys.stderr)
     return 1
-  finally:
-    for pool in pools.values():
-      pool.close()
   out = Path(args.out)
   out.parent.mkdir(parents=True, exist_ok=True)
   write_text(out, "".join(json.dumps(r) + "\n" for r in kept))
