@@ -26,25 +26,70 @@ BIN_WIDTH = 20
 GROUP_NAMES = tuple(name for name, *_ in labels.GROUPS)
 
 
+def _groups(logits: jax.Array):
+  """(logits [..., count, classes], first label, count, classes) for each label group."""
+  start = 0
+  for _, first, count, classes in labels.GROUPS:
+    group = logits[..., start : start + count * classes]
+    yield group.reshape(*logits.shape[:-1], count, classes), first, count, classes
+    start += count * classes
+
+
+def _float(logits):
+  return logits.astype(jnp.promote_types(logits.dtype, jnp.float32))  # float32 or float64
+
+
+def _cross_entropy_fwd(logits, states):
+  states = states.astype(jnp.int32)
+  ces, lses = [], []
+  for group, first, count, classes in _groups(_float(logits)):
+    target = states[..., first : first + count, None]
+    lse = jax.nn.logsumexp(group, axis=-1)
+    picked = jnp.sum(jnp.where(jnp.arange(classes) == target, group, 0.0), axis=-1)
+    ces.append(lse - picked)
+    lses.append(lse)
+  return jnp.concatenate(ces, axis=-1), (logits, states, jnp.concatenate(lses, axis=-1))
+
+
+def _cross_entropy_bwd(residuals, g):
+  logits, states, lse = residuals
+  grads = []
+  for group, first, count, classes in _groups(_float(logits)):
+    target = states[..., first : first + count, None]
+    probs = jnp.exp(group - lse[..., first : first + count, None])
+    onehot = (jnp.arange(classes) == target).astype(probs.dtype)
+    grad = g[..., first : first + count, None] * (probs - onehot)
+    grads.append(grad.reshape(*grad.shape[:-2], count * classes))
+  return jnp.concatenate(grads, axis=-1).astype(logits.dtype), None
+
+
+@jax.custom_vjp
+def label_cross_entropy(logits: jax.Array, states: jax.Array) -> jax.Array:
+  """Per-label cross-entropy [..., 75] (float32, or float64 for float64 logits) of head-layout
+  logits [..., 1878] against class ids [..., 75].
+
+  `logsumexp(group) - group[target]` per label. The gradient is written out (softmax minus
+  one-hot, from the saved log-normalisers) instead of autodiff's gather and scatter-add, which
+  XLA:CPU runs slowly: the train step is about 8% faster (benchmarks/bench_train_step).
+  """
+  return _cross_entropy_fwd(logits, states)[0]
+
+
+label_cross_entropy.defvjp(_cross_entropy_fwd, _cross_entropy_bwd)
+
+
 def per_label(logits: jax.Array, states: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Per-label cross-entropy float32[B, T, 75] and argmax correctness bool[B, T, 75]."""
-  batch = logits.shape[:-1]
-  logits = logits.astype(jnp.float32)
-  states = states.astype(jnp.int32)
-  ces, hits, start = [], [], 0
-  for _, first, count, classes in labels.GROUPS:
-    group = logits[..., start : start + count * classes].reshape(*batch, count, classes)
-    target = states[..., first : first + count]
-    logp = jax.nn.log_softmax(group, axis=-1)
-    ces.append(-jnp.take_along_axis(logp, target[..., None], axis=-1)[..., 0])
-    hits.append(jnp.argmax(group, axis=-1) == target)
-    start += count * classes
-  return jnp.concatenate(ces, axis=-1), jnp.concatenate(hits, axis=-1)
+  hits = [
+    jnp.argmax(group, axis=-1) == states[..., first : first + count]
+    for group, first, count, _ in _groups(logits)
+  ]
+  return label_cross_entropy(logits, states), jnp.concatenate(hits, axis=-1)
 
 
 def loss_fn(logits: jax.Array, states: jax.Array, mask: jax.Array) -> jax.Array:
   """The training loss: mean per-label cross-entropy over valid steps (token-pooled)."""
-  ce, _ = per_label(logits, states)
+  ce = label_cross_entropy(logits, states)
   m = mask.astype(jnp.float32)
   return jnp.sum(ce.sum(-1) * m) / (labels.NUM_LABELS * jnp.maximum(m.sum(), 1.0))
 

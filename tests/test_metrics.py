@@ -94,3 +94,35 @@ def test_empty_input_raises():
     metrics.state_metrics(
       np.zeros((1, 2, 1878), np.float32), np.zeros((1, 2, 75), np.uint8), np.zeros((1, 2), bool)
     )
+
+
+def test_cross_entropy_and_its_hand_written_gradient_match_autodiff(batch):
+  """label_cross_entropy's custom gradient equals autodiff of log_softmax + gather, float64."""
+  import jax
+
+  states, mask = batch
+  rng = np.random.default_rng(0)
+  with jax.enable_x64():
+    logits = jnp.asarray(3.0 * rng.standard_normal((*states.shape[:-1], labels.HEAD_DIM)))
+    weights = jnp.asarray(rng.random(states.shape))  # a non-uniform cotangent per label
+
+    def reference(x):
+      out = []
+      for _, first, count, classes in labels.GROUPS:
+        start = int(labels.HEAD_OFFSETS[first])
+        group = x[..., start : start + count * classes].reshape(*x.shape[:-1], count, classes)
+        target = jnp.asarray(states[..., first : first + count], jnp.int32)[..., None]
+        out.append(-jnp.take_along_axis(jax.nn.log_softmax(group), target, -1)[..., 0])
+      return jnp.concatenate(out, -1)
+
+    def fast(x):
+      return metrics.label_cross_entropy(x, jnp.asarray(states))
+
+    np.testing.assert_allclose(fast(logits), reference(logits), rtol=1e-12, atol=1e-12)
+    g_fast = jax.grad(lambda x: jnp.sum(fast(x) * weights))(logits)
+    g_ref = jax.grad(lambda x: jnp.sum(reference(x) * weights))(logits)
+    assert g_fast.dtype == jnp.float64
+    np.testing.assert_allclose(g_fast, g_ref, rtol=1e-10, atol=1e-12)
+    m = jnp.asarray(mask)
+    g_loss = jax.grad(metrics.loss_fn)(logits, jnp.asarray(states), m)
+    assert np.all(np.asarray(g_loss)[~mask] == 0.0) and np.abs(g_loss[mask]).max() > 0

@@ -215,6 +215,31 @@ def test_explicit_attention_matches_fused():
   np.testing.assert_allclose(np.asarray(explicit), np.asarray(fused), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("steps", [1, 3, 4, 5, 13])
+def test_blocked_attention_equals_full_softmax_float64(steps):
+  """Query blocks (block=4) give the full T x T causal softmax's values and gradients."""
+  rng = np.random.default_rng(steps)
+  with jax.enable_x64():
+    q, k, v = (jnp.asarray(rng.standard_normal((2, steps, 3, 8))) for _ in range(3))
+    cot = jnp.asarray(rng.standard_normal((2, steps, 3, 8)))
+
+    def full(q, k, v):
+      logits = jnp.einsum("bqhk,bshk->bhqs", q, k) / np.sqrt(8)
+      logits = jnp.where(jnp.tril(jnp.ones((steps, steps), bool)), logits, -jnp.inf)
+      return jnp.einsum("bhqs,bshk->bqhk", 0.9 * jax.nn.softmax(logits, -1), v)
+
+    def blocked(q, k, v):
+      return transformer.causal_attention(
+        q, k, v, dtype=jnp.float64, drop=lambda w: 0.9 * w, block=4
+      )
+
+    np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), rtol=1e-12, atol=1e-12)
+    g_blocked = jax.grad(lambda *a: jnp.sum(blocked(*a) * cot), argnums=(0, 1, 2))(q, k, v)
+    g_full = jax.grad(lambda *a: jnp.sum(full(*a) * cot), argnums=(0, 1, 2))(q, k, v)
+    for got, want in zip(g_blocked, g_full, strict=True):
+      np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_fast_impl_resolves_per_backend():
   want = "sequential" if jax.default_backend() == "cpu" else "chunked"
   assert slice_model.resolve_impl("fast") == want

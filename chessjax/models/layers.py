@@ -35,6 +35,19 @@ def scaled_init(init, scale: float):
   return scaled
 
 
+class Linear(nnx.Linear):
+  """`nnx.Linear` applied to the tokens as one 2-D matrix: [..., in] -> [N, in] -> [..., out].
+
+  Same parameters and values. On XLA:CPU a dot with two leading batch dimensions gets a
+  transposing copy in its weight gradient; the 2-D dot does not, and the whole train step runs
+  1.3-1.4x faster (benchmarks/bench_train_step, d128, T=512). Elsewhere the reshape is free.
+  """
+
+  def __call__(self, x):
+    lead = x.shape[:-1]
+    return super().__call__(x.reshape(-1, x.shape[-1])).reshape(*lead, -1)
+
+
 def torch_linear(
   in_features: int,
   out_features: int,
@@ -44,9 +57,9 @@ def torch_linear(
   kernel_init=None,
   bias_init=None,
   dtype=None,
-) -> nnx.Linear:
-  """An `nnx.Linear` initialised like `torch.nn.Linear` unless inits are given."""
-  return nnx.Linear(
+) -> Linear:
+  """A `Linear` initialised like `torch.nn.Linear` unless inits are given."""
+  return Linear(
     in_features,
     out_features,
     use_bias=use_bias,

@@ -97,20 +97,29 @@ def apply_rope(x_BTHK, angles_TK):
   return x_BTHK * cos + rotated * sin
 
 
-def causal_attention(q_BTHK, k_BTHK, v_BTHK, *, dtype=jnp.float32, drop=None):
+def causal_attention(q_BTHK, k_BTHK, v_BTHK, *, dtype=jnp.float32, drop=None, block=128):
   """softmax(q k^T / sqrt(K) + causal mask) v, [B, T, H, K] each; products in `dtype`.
 
-  With `drop` (a function of the float32 weights [B, H, T, T]) the weights are formed explicitly
-  so dropout can act on them, as torch's scaled_dot_product_attention does in training; without
-  it `jax.nn.dot_product_attention` runs (a fused kernel where the backend has one).
+  With `drop` (a function of float32 (float64) weights [B, H, queries, keys]) the weights are formed
+  explicitly so dropout can act on them, as torch's scaled_dot_product_attention does in
+  training; without it `jax.nn.dot_product_attention` runs (a fused kernel where the backend has
+  one). The explicit form goes `block` queries at a time against the keys up to the block's
+  end, so the masked triangle right of each block is never formed: the values are those of the
+  full T x T form (masked weights are zero either way) at about half its cost for long games.
   """
-  q, k, v = q_BTHK.astype(dtype), k_BTHK.astype(dtype), v_BTHK.astype(dtype)
   if drop is None:
+    q, k, v = (x.astype(dtype) for x in (q_BTHK, k_BTHK, v_BTHK))
     return jax.nn.dot_product_attention(q, k, v, is_causal=True)
-  t = q.shape[1]
-  logits = jnp.einsum("bqhk,bshk->bhqs", q, k).astype(jnp.float32) * q.shape[-1] ** -0.5
-  weights = jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((t, t), bool)), logits, -jnp.inf), -1)
-  return jnp.einsum("bhqs,bshk->bqhk", drop(weights).astype(dtype), v)
+  q, k, v = (x.astype(dtype).transpose(0, 2, 1, 3) for x in (q_BTHK, k_BTHK, v_BTHK))  # BHTK
+  t, outs = q.shape[2], []
+  for start in range(0, t, block):
+    end = min(start + block, t)
+    logits = jnp.einsum("bhqk,bhsk->bhqs", q[:, :, start:end], k[:, :, :end])
+    logits = logits.astype(jnp.promote_types(dtype, jnp.float32)) * q.shape[-1] ** -0.5
+    causal = jnp.arange(start, end)[:, None] >= jnp.arange(end)[None, :]
+    weights = jax.nn.softmax(jnp.where(causal, logits, -jnp.inf), axis=-1)
+    outs.append(jnp.einsum("bhqs,bhsk->bhqk", drop(weights).astype(dtype), v[:, :, :end]))
+  return jnp.concatenate(outs, axis=2).transpose(0, 2, 1, 3)
 
 
 class Attention(nnx.Module):
