@@ -1,0 +1,179 @@
+"""Golden logits of the released PyTorch models, for tests/test_golden_logits.py.
+
+Builds tiny versions of the released Chess-World-Model Transformer and SLiCE models (its
+`models/factory.py` from the `*_d128_defaults_simple` presets, with d_model, layers and heads
+made small), loads into them the parameters `param_value` defines for chessjax's parameter
+names (so no weights need storing), runs them in eval mode on fixed move ids and saves the
+logits in chessjax's head layout. The test sets the same values into chessjax's models and
+compares. Nothing of the released code is copied; it is imported from a checkout:
+
+    python -m venv /tmp/ref && /tmp/ref/bin/pip install torch torch-slices numpy
+    git clone https://github.com/Benjamin-Walker/Chess-World-Model /tmp/cwm
+    /tmp/ref/bin/python tests/data/make_golden_logits.py --released /tmp/cwm \\
+        --out tests/data/golden_logits.npz
+
+`param_value`, `MOVES` and `CASES` need only numpy, so the test imports them from here.
+"""
+
+import argparse
+import os
+import sys
+import types
+import zlib
+
+import numpy as np
+
+VOCAB, START_ID, PAD_ID = 20482, 20480, 20481
+GROUP_KEYS = ("pieces", "side", "castle", "ep_file", "ep_rank", "halfmove", "fullmove")
+
+# name -> (chessjax family, model overrides, released preset, released overrides)
+CASES = {
+  "transformer": (
+    "transformer",
+    {"d": 32, "layers": 2, "heads": 2},
+    "transformer_d128_defaults_simple",
+    {"d_model": 32, "n_layers": 2, "n_heads": 2},
+  ),
+  "slice": (
+    "slice",
+    {"d": 32, "layers": 2},
+    "slice_d128_defaults_simple",
+    {"d_model": 32, "n_layers": 2, "slice_chunk_size": 8},
+  ),
+  "slice_diag": (
+    "slice_diag",
+    {"d": 32, "layers": 2},
+    "slice_d128_defaults_simple",
+    {"d_model": 32, "n_layers": 2, "slice_chunk_size": 8, "slice_block_size": 1},
+  ),
+}
+
+
+def moves() -> np.ndarray:
+  """Two games of move ids int32[2, 24]: START, random real moves; the second right-padded."""
+  rng = np.random.default_rng(20261122)
+  out = rng.integers(0, 20480, (2, 24)).astype(np.int32)
+  out[:, 0] = START_ID
+  out[1, 17:] = PAD_ID
+  return out
+
+
+MOVES = moves()
+
+
+def param_value(name: str, shape: tuple[int, ...]) -> np.ndarray:
+  """The float32 value of chessjax parameter `name` (dotted path) of `shape`, seeded by name.
+
+  Scales keep every activation of order one: N(0, 1) embeddings, N(0, 1/fan_in) kernels, biases
+  and norm scales near 0 and 1, and the SLiCE recurrence's W_A, W_B and y_0 at a tenth of that so
+  its state stays bounded over the game (as the released inits do).
+  """
+  rng = np.random.default_rng(zlib.crc32(name.encode()))
+  z = rng.standard_normal(shape)
+  leaf = name.rsplit(".", 1)[-1]
+  if leaf == "embedding":
+    scale = 1.0
+  elif leaf == "scale":
+    return (1.0 + 0.1 * z).astype(np.float32)
+  elif leaf == "bias":
+    scale = 0.1
+  elif leaf == "kernel":
+    scale = shape[0] ** -0.5
+  else:
+    scale = 0.1
+  if ".mixer." in name:
+    scale *= 0.1
+  return (scale * z).astype(np.float32)
+
+
+def _load_released(path: str):
+  """The released `main` and `models.factory` modules, imported from the checkout `path`."""
+  sys.path.insert(0, os.path.abspath(path))
+  try:
+    import orjson  # noqa: F401  (the released data loader imports it; nothing here loads data)
+  except ImportError:
+    sys.modules["orjson"] = types.ModuleType("orjson")
+  import main as released_main
+  from models import factory
+
+  return released_main, factory
+
+
+def _set_torch_params(name: str, model) -> None:
+  """Copies `param_value` for every chessjax parameter into the matching torch tensor; fails if
+  a torch parameter is left unset."""
+  import torch
+
+  done = set()
+
+  def put(tensor, key, transpose=False):
+    value = param_value(key, tuple(tensor.shape[::-1]) if transpose else tuple(tensor.shape))
+    tensor.data = torch.from_numpy(value.T.copy() if transpose else value)
+    done.add(id(tensor))
+
+  def linear(module, key):
+    put(module.weight, key + ".kernel", transpose=True)
+    if module.bias is not None:
+      put(module.bias, key + ".bias")
+
+  if name == "transformer":
+    put(model.tok_emb.weight, "embed.embedding")
+    for i, block in enumerate(model.blocks):
+      key = f"blocks.{i}."
+      put(block.norm1.weight, key + "norm1.scale")
+      put(block.norm2.weight, key + "norm2.scale")
+      linear(block.attn.qkv, key + "attn.qkv")
+      linear(block.attn.out_proj, key + "attn.out")
+      linear(block.mlp.in_proj, key + "mlp.w1")
+      linear(block.mlp.out_proj, key + "mlp.w2")
+    put(model.final_norm.weight, "norm.scale")
+    linear(model.output_head, "head")
+  else:
+    _set_slice_params(model, put, linear)
+  unset = [n for n, p in model.named_parameters() if id(p) not in done]
+  if unset:
+    raise SystemExit(f"{name}: no chessjax parameter maps to released parameter(s) {unset}")
+
+
+def _set_slice_params(model, put, linear) -> None:
+  put(model.embedding.weight, "embed.embedding")
+  for i, layer in enumerate(model.layers):
+    key = f"blocks.{i}."
+    put(layer.norm1.weight, key + "norm1.scale")
+    put(layer.norm2.weight, key + "norm2.scale")
+    put(layer.slice.init, key + "mixer.y0")
+    put(layer.slice.vf_A.weight, key + "mixer.w_a.kernel", transpose=True)
+    put(layer.slice.vf_B.weight, key + "mixer.w_b.kernel", transpose=True)
+    linear(layer.token_mlp[0], key + "mlp.fc1")
+    linear(layer.token_mlp[2], key + "mlp.fc2")
+  linear(model.output_head, "head")
+
+
+def main(argv=None) -> None:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--released", required=True, help="checkout of the released Chess-World-Model")
+  ap.add_argument("--out", required=True)
+  args = ap.parse_args(argv)
+  import torch
+
+  released_main, factory = _load_released(args.released)
+  out = {"moves": MOVES}
+  for name, (_, _, preset, overrides) in CASES.items():
+    cfg = released_main.load_experiment_config(preset)
+    cfg.update(overrides, cpu=True)
+    model = factory.build_world_model(
+      argparse.Namespace(**cfg), move_vocab=VOCAB, device=torch.device("cpu"), pad_move_id=PAD_ID
+    )
+    _set_torch_params(name, model.eval())
+    n_set = sum(p.numel() for p in model.parameters())
+    with torch.no_grad():
+      groups = model(torch.from_numpy(MOVES).long())
+    logits = torch.cat([groups[k].reshape(*MOVES.shape, -1) for k in GROUP_KEYS], -1)
+    out[name] = logits.numpy().astype(np.float32)
+    out[name + "/params"] = np.int64(n_set)
+    print(f"{name}: logits {tuple(logits.shape)}, {n_set} parameters, torch {torch.__version__}")
+  np.savez_compressed(args.out, **out)
+
+
+if __name__ == "__main__":
+  main()
