@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_train_step [--families slice,transformer] [--sizes d128,d256]
         [--lens 128,256,512,1024] [--batch 16] [--warmup 2] [--iters 5] [--set mixer_impl=chunked]
+        [--no-attention]
 
 One step = forward (train mode, dropout on) + the training loss (chessjax.metrics.loss_fn: the 75
 per-label cross-entropies of the chessjax.labels head layout, averaged over labels and steps) +
@@ -18,7 +19,8 @@ machine, numbers with a high other% are slowed by neighbours. "temp KiB/token" i
 temporary buffers in the compiled step (its memory analysis: activations, gradients and scratch
 live at the peak, beyond the donated state), per token of the batch: the memory cost of each
 implementation, read from the compiled program. Families whose module does not
-import yet are listed as missing.
+import yet are listed as missing. `--no-attention` measures a cost floor, not a model: the
+Transformer's attention returns v, so the step costs what it would with a free attention kernel.
 """
 
 import argparse
@@ -34,7 +36,7 @@ import optax
 from flax import nnx
 
 from chessjax import encoding, labels, metrics
-from chessjax.models import FAMILIES, count_params, create_model, model_config
+from chessjax.models import FAMILIES, count_params, create_model, model_config, transformer
 from chessjax.optim import decay_mask
 
 
@@ -179,7 +181,15 @@ def main(argv=None):
     metavar="KEY=VALUE",
     help="model config override, applied to the families whose config has KEY",
   )
+  p.add_argument(
+    "--no-attention",
+    action="store_true",
+    help="cost floor, not a model: the Transformer's attention returns v unchanged, so the\n"
+    "step costs what it would with a free attention kernel",
+  )
   opts = p.parse_args(argv)
+  if opts.no_attention:
+    transformer.causal_attention = lambda q, k, v, **_: v
   families = [f for f in opts.families.split(",") if f]
   sizes = [s for s in opts.sizes.split(",") if s]
   lens = [int(t) for t in opts.lens.split(",") if t]
@@ -188,7 +198,8 @@ def main(argv=None):
   print(
     f"jax {jax.__version__} | backend {jax.default_backend()} | devices {jax.device_count()} | "
     f"cpus {os.cpu_count()} | loadavg {os.getloadavg()[0]:.2f} | batch {opts.batch} | "
-    f"warmup {opts.warmup} | timed {opts.iters} | overrides {sets or '-'}",
+    f"warmup {opts.warmup} | timed {opts.iters} | overrides {sets or '-'}"
+    + (" | NO ATTENTION (cost floor)" if opts.no_attention else ""),
     flush=True,
   )
   rows, missing = [], {}

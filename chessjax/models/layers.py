@@ -40,7 +40,8 @@ class Linear(nnx.Linear):
 
   Same parameters and values. On XLA:CPU a dot with two leading batch dimensions gets a
   transposing copy in its weight gradient; the 2-D dot does not, and the whole train step runs
-  1.3-1.4x faster (benchmarks/bench_train_step, d128, T=512). Elsewhere the reshape is free.
+  1.2-1.5x faster, by family (benchmarks/bench_train_step, d128, T=512). Elsewhere the reshape is
+  free.
   """
 
   def __call__(self, x):

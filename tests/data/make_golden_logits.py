@@ -17,6 +17,7 @@ compares. Nothing of the released code is copied; it is imported from a checkout
 
 import argparse
 import os
+import re
 import sys
 import types
 import zlib
@@ -99,54 +100,58 @@ def _load_released(path: str):
   return released_main, factory
 
 
-def _set_torch_params(name: str, model) -> None:
-  """Copies `param_value` for every chessjax parameter into the matching torch tensor; fails if
-  a torch parameter is left unset."""
+# Released parameter name (layer index as {i}) -> chessjax parameter name, per architecture.
+# torch Linear weights are (out, in), chessjax kernels (in, out): every ".kernel" is transposed.
+TORCH_TO_CHESSJAX = {
+  "transformer": {
+    "tok_emb.weight": "embed.embedding",
+    "blocks.{i}.norm1.weight": "blocks.{i}.norm1.scale",
+    "blocks.{i}.norm2.weight": "blocks.{i}.norm2.scale",
+    "blocks.{i}.attn.qkv.weight": "blocks.{i}.attn.qkv.kernel",
+    "blocks.{i}.attn.qkv.bias": "blocks.{i}.attn.qkv.bias",
+    "blocks.{i}.attn.out_proj.weight": "blocks.{i}.attn.out.kernel",
+    "blocks.{i}.attn.out_proj.bias": "blocks.{i}.attn.out.bias",
+    "blocks.{i}.mlp.in_proj.weight": "blocks.{i}.mlp.w1.kernel",
+    "blocks.{i}.mlp.in_proj.bias": "blocks.{i}.mlp.w1.bias",
+    "blocks.{i}.mlp.out_proj.weight": "blocks.{i}.mlp.w2.kernel",
+    "blocks.{i}.mlp.out_proj.bias": "blocks.{i}.mlp.w2.bias",
+    "final_norm.weight": "norm.scale",
+    "output_head.weight": "head.kernel",
+    "output_head.bias": "head.bias",
+  },
+  "slice": {
+    "embedding.weight": "embed.embedding",
+    "layers.{i}.norm1.weight": "blocks.{i}.norm1.scale",
+    "layers.{i}.norm2.weight": "blocks.{i}.norm2.scale",
+    "layers.{i}.slice.init": "blocks.{i}.mixer.y0",
+    "layers.{i}.slice.vf_A.weight": "blocks.{i}.mixer.w_a.kernel",
+    "layers.{i}.slice.vf_B.weight": "blocks.{i}.mixer.w_b.kernel",
+    "layers.{i}.token_mlp.0.weight": "blocks.{i}.mlp.fc1.kernel",
+    "layers.{i}.token_mlp.0.bias": "blocks.{i}.mlp.fc1.bias",
+    "layers.{i}.token_mlp.2.weight": "blocks.{i}.mlp.fc2.kernel",
+    "layers.{i}.token_mlp.2.bias": "blocks.{i}.mlp.fc2.bias",
+    "output_head.weight": "head.kernel",
+    "output_head.bias": "head.bias",
+  },
+}
+
+
+def _set_torch_params(arch: str, model) -> None:
+  """Sets every released parameter to `param_value` of its chessjax name; fails on one that has
+  no chessjax counterpart."""
   import torch
 
-  done = set()
-
-  def put(tensor, key, transpose=False):
-    value = param_value(key, tuple(tensor.shape[::-1]) if transpose else tuple(tensor.shape))
-    tensor.data = torch.from_numpy(value.T.copy() if transpose else value)
-    done.add(id(tensor))
-
-  def linear(module, key):
-    put(module.weight, key + ".kernel", transpose=True)
-    if module.bias is not None:
-      put(module.bias, key + ".bias")
-
-  if name == "transformer":
-    put(model.tok_emb.weight, "embed.embedding")
-    for i, block in enumerate(model.blocks):
-      key = f"blocks.{i}."
-      put(block.norm1.weight, key + "norm1.scale")
-      put(block.norm2.weight, key + "norm2.scale")
-      linear(block.attn.qkv, key + "attn.qkv")
-      linear(block.attn.out_proj, key + "attn.out")
-      linear(block.mlp.in_proj, key + "mlp.w1")
-      linear(block.mlp.out_proj, key + "mlp.w2")
-    put(model.final_norm.weight, "norm.scale")
-    linear(model.output_head, "head")
-  else:
-    _set_slice_params(model, put, linear)
-  unset = [n for n, p in model.named_parameters() if id(p) not in done]
-  if unset:
-    raise SystemExit(f"{name}: no chessjax parameter maps to released parameter(s) {unset}")
-
-
-def _set_slice_params(model, put, linear) -> None:
-  put(model.embedding.weight, "embed.embedding")
-  for i, layer in enumerate(model.layers):
-    key = f"blocks.{i}."
-    put(layer.norm1.weight, key + "norm1.scale")
-    put(layer.norm2.weight, key + "norm2.scale")
-    put(layer.slice.init, key + "mixer.y0")
-    put(layer.slice.vf_A.weight, key + "mixer.w_a.kernel", transpose=True)
-    put(layer.slice.vf_B.weight, key + "mixer.w_b.kernel", transpose=True)
-    linear(layer.token_mlp[0], key + "mlp.fc1")
-    linear(layer.token_mlp[2], key + "mlp.fc2")
-  linear(model.output_head, "head")
+  names = TORCH_TO_CHESSJAX[arch]
+  for torch_name, tensor in model.named_parameters():
+    layer = re.search(r"\.(\d+)\.", torch_name)
+    pattern = torch_name.replace(layer.group(0), ".{i}.", 1) if layer else torch_name
+    if pattern not in names:
+      raise SystemExit(f"{arch}: released parameter {torch_name} has no chessjax counterpart")
+    key = names[pattern].replace("{i}", layer.group(1)) if layer else names[pattern]
+    if key.endswith(".kernel"):
+      tensor.data = torch.from_numpy(param_value(key, tuple(tensor.shape[::-1])).T.copy())
+    else:
+      tensor.data = torch.from_numpy(param_value(key, tuple(tensor.shape)))
 
 
 def main(argv=None) -> None:
@@ -164,7 +169,7 @@ def main(argv=None) -> None:
     model = factory.build_world_model(
       argparse.Namespace(**cfg), move_vocab=VOCAB, device=torch.device("cpu"), pad_move_id=PAD_ID
     )
-    _set_torch_params(name, model.eval())
+    _set_torch_params(preset.split("_")[0], model.eval())  # "transformer" or "slice"
     n_set = sum(p.numel() for p in model.parameters())
     with torch.no_grad():
       groups = model(torch.from_numpy(MOVES).long())
