@@ -5,9 +5,13 @@
   beta in (0, 2) (negative eigenvalues), strong and weak decays and an initial state.
 * Mamba-2: `ssd_minimal_discrete` of mamba_ssm (`mamba_ssm/modules/ssd_minimal.py`, "Listing 1"
   of the SSD paper), in float64, with an initial state and several chunks.
+* Mamba-3 (SISO): `mamba3_siso_fwd_ref` of mamba_ssm's tests (`tests/ops/triton/
+  test_mamba3_siso.py`; decays and step sizes in float32): the trapezoid with its data-dependent
+  rotation, from the empty state, biases zero, no D skip or Z gate (those are the module's).
 
 Both files are imported by path from a checkout or unpacked wheel (their Triton/CUDA siblings are
-never imported; the one Triton import of ssd_minimal.py is stubbed); nothing of them is copied.
+never imported; the Triton and pytest imports at the top of those files are stubbed); nothing of
+them is copied.
 The inputs are drawn here with numpy and stored with the outputs:
 
     /tmp/ref/bin/pip install torch einops
@@ -23,6 +27,7 @@ import importlib.util
 import sys
 import types
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -59,6 +64,25 @@ def ssd_inputs() -> dict[str, np.ndarray]:
 
 
 SSD_BLOCK_LEN = 8
+
+
+def trapezoid_inputs() -> dict[str, np.ndarray]:
+  """Mamba-3 SISO in the reference's layout: Q, K [B=2, T=37, H=2, N=16] (RMS-normalised), V [B,
+  T, H, P=8], ADT = A dt, DT and Trap (lambda = sigmoid(Trap)) [B, H, T], angles [B, T, S=4]."""
+  rng = np.random.default_rng(3)
+  b, t, h, n, p, s = 2, 37, 2, 16, 8, 4
+  q, k = (rng.standard_normal((b, t, h, n)) for _ in range(2))
+  q, k = (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) for x in (q, k))
+  dt = np.exp(rng.uniform(np.log(0.01), np.log(1.0), (b, h, t)))
+  return {
+    "q": q,
+    "k": k,
+    "v": rng.standard_normal((b, t, h, p)),
+    "adt": -rng.uniform(0.5, 4.0, (b, h, t)) * dt,
+    "dt": dt,
+    "trap": rng.uniform(-3.0, 3.0, (b, h, t)),
+    "angles": rng.standard_normal((b, t, s)),
+  }
 
 
 def _load(path: Path, name: str):
@@ -103,6 +127,22 @@ def main(argv=None) -> None:
   )  # fmt: skip
   out.update({f"ssd/{key}": val for key, val in s.items()})
   out["ssd/y"], out["ssd/final_BHPN"] = y.numpy(), final.numpy()
+
+  for name in ("pytest", "triton", "mamba_ssm.ops.triton.mamba3"):
+    sys.modules.setdefault(name, mock.MagicMock())
+  for name in ("mamba3_siso_combined", "mamba3_siso_step"):
+    sys.modules[f"mamba_ssm.ops.triton.mamba3.{name}"] = mock.MagicMock()
+  siso = _load(args.mamba / "tests/ops/triton/test_mamba3_siso.py", "mamba3_siso_test")
+  m = trapezoid_inputs()
+  t32 = {key: torch.from_numpy(val.astype(np.float32)) for key, val in m.items()}
+  h, n = m["q"].shape[2:]
+  y, (theta, ssm, k_last, v_last) = siso.mamba3_siso_fwd_ref(
+    t32["q"], t32["k"], t32["v"], t32["adt"], t32["dt"], t32["trap"],
+    torch.zeros(h, n), torch.zeros(h, n), t32["angles"][:, :, None],
+  )  # fmt: skip
+  out.update({f"mamba3/{key}": val.astype(np.float32) for key, val in m.items()})
+  out["mamba3/y"], out["mamba3/final_ssm_BHPN"] = y.numpy(), ssm.numpy()
+  out["mamba3/final_theta_BHS"], out["mamba3/final_k_BHN"] = theta.numpy(), k_last.numpy()
   np.savez_compressed(args.out, **out)
   print(f"wrote {args.out}: torch {torch.__version__}, " + ", ".join(sorted(out)))
 
