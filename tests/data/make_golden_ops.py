@@ -8,6 +8,8 @@
 * Mamba-3 (SISO): `mamba3_siso_fwd_ref` of mamba_ssm's tests (`tests/ops/triton/
   test_mamba3_siso.py`; decays and step sizes in float32): the trapezoid with its data-dependent
   rotation, from the empty state, biases zero, no D skip or Z gate (those are the module's).
+* Mamba-3 MIMO (rank 4): `mamba3_MIMO_step_ref` of mamba_ssm's tests (`tests/ops/tilelang/
+  test_mamba3_mimo.py`), the same way, with its per-rank value up- and output down-projections.
 
 Both files are imported by path from a checkout or unpacked wheel (their Triton/CUDA siblings are
 never imported; the Triton and pytest imports at the top of those files are stubbed); nothing of
@@ -85,6 +87,27 @@ def trapezoid_inputs() -> dict[str, np.ndarray]:
   }
 
 
+def mimo_inputs() -> dict[str, np.ndarray]:
+  """Mamba-3 MIMO, rank R=4: Q, K [B=2, T=29, R, H=2, N=8], V [B, T, H, P=4], the per-rank
+  projections mimo_v, mimo_o [H, R, P], and ADT, DT, Trap, angles as for SISO."""
+  rng = np.random.default_rng(4)
+  b, t, r, h, n, p, s = 2, 29, 4, 2, 8, 4, 2
+  q, k = (rng.standard_normal((b, t, r, h, n)) for _ in range(2))
+  q, k = (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) for x in (q, k))
+  dt = np.exp(rng.uniform(np.log(0.01), np.log(1.0), (b, h, t)))
+  return {
+    "q": q,
+    "k": k,
+    "v": rng.standard_normal((b, t, h, p)),
+    "mimo_v": rng.standard_normal((h, r, p)),
+    "mimo_o": rng.standard_normal((h, r, p)) / r,
+    "adt": -rng.uniform(0.5, 4.0, (b, h, t)) * dt,
+    "dt": dt,
+    "trap": rng.uniform(-3.0, 3.0, (b, h, t)),
+    "angles": rng.standard_normal((b, t, s)),
+  }
+
+
 def _load(path: Path, name: str):
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
@@ -143,6 +166,18 @@ def main(argv=None) -> None:
   out.update({f"mamba3/{key}": val.astype(np.float32) for key, val in m.items()})
   out["mamba3/y"], out["mamba3/final_ssm_BHPN"] = y.numpy(), ssm.numpy()
   out["mamba3/final_theta_BHS"], out["mamba3/final_k_BHN"] = theta.numpy(), k_last.numpy()
+
+  mimo = _load(args.mamba / "tests/ops/tilelang/test_mamba3_mimo.py", "mamba3_mimo_test")
+  m = mimo_inputs()
+  t32 = {key: torch.from_numpy(val.astype(np.float32)) for key, val in m.items()}
+  _, _, r, h, n = m["q"].shape
+  angles = t32["angles"][:, :, None].expand(-1, -1, h, -1).contiguous()  # shared by the heads
+  y, (_, ssm, _, _) = mimo.mamba3_MIMO_step_ref(
+    t32["q"], t32["k"], t32["v"], t32["adt"], t32["dt"], t32["trap"],
+    torch.zeros(h, r, n), torch.zeros(h, r, n), angles, t32["mimo_v"], t32["mimo_o"],
+  )  # fmt: skip
+  out.update({f"mimo/{key}": val.astype(np.float32) for key, val in m.items()})
+  out["mimo/y"], out["mimo/final_ssm_BHPN"] = y.numpy(), ssm.numpy()
   np.savez_compressed(args.out, **out)
   print(f"wrote {args.out}: torch {torch.__version__}, " + ", ".join(sorted(out)))
 
