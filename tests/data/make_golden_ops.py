@@ -16,7 +16,7 @@ never imported; the Triton and pytest imports at the top of those files are stub
 them is copied.
 The inputs are drawn here with numpy and stored with the outputs:
 
-    /tmp/ref/bin/pip install torch einops
+    python -m venv /tmp/ref && /tmp/ref/bin/pip install torch einops numpy
     /tmp/ref/bin/pip download --no-deps fla-core -d /tmp/w
     unzip /tmp/w/fla_core-*.whl -d /tmp/fla
     git clone https://github.com/state-spaces/mamba /tmp/mamba
