@@ -11,10 +11,10 @@
 * Mamba-3 MIMO (rank 4): `mamba3_MIMO_step_ref` of mamba_ssm's tests (`tests/ops/tilelang/
   test_mamba3_mimo.py`), the same way, with its per-rank value up- and output down-projections.
 
-Both files are imported by path from a checkout or unpacked wheel (their Triton/CUDA siblings are
-never imported; the Triton and pytest imports at the top of those files are stubbed); nothing of
-them is copied.
-The inputs are drawn here with numpy and stored with the outputs:
+The four reference files are imported by path from an unpacked wheel and a checkout (their
+Triton/CUDA siblings are never imported; the Triton and pytest imports at the top of those files
+are stubbed); nothing of them is copied. The inputs are drawn here with numpy and stored with the
+outputs:
 
     python -m venv /tmp/ref && /tmp/ref/bin/pip install torch einops numpy
     /tmp/ref/bin/pip download --no-deps fla-core -d /tmp/w
