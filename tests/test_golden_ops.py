@@ -47,13 +47,19 @@ def test_ssd_equals_mamba_ssd_minimal_float64(impl, chunk):
   np.testing.assert_allclose(np.asarray(final), s["final_BHPN"], rtol=1e-10, atol=1e-12)
 
 
+def trapezoid_case(prefix: str):
+  """The stored Mamba-3 case and its dt, A, lambda [B, T, H] (the reference keeps [B, H, T])."""
+  m = {key.split("/", 1)[1]: GOLDEN[key] for key in GOLDEN.files if key.startswith(prefix + "/")}
+  dt = jnp.asarray(m["dt"]).transpose(0, 2, 1)
+  a = jnp.asarray(m["adt"] / m["dt"]).transpose(0, 2, 1)
+  lam = jax.nn.sigmoid(jnp.asarray(m["trap"])).transpose(0, 2, 1)
+  return m, dt, a, lam
+
+
 @pytest.mark.parametrize("impl,chunk", [("sequential", 1), ("chunked", 8), ("chunked", 64)])
 def test_mamba3_trapezoid_and_rotation_equal_mamba_ssm_reference(impl, chunk):
   """rotary_theta + rotate_pairs + trapezoid_ssd against mamba3_siso_fwd_ref (empty state)."""
-  m = {key.split("/", 1)[1]: GOLDEN[key] for key in GOLDEN.files if key.startswith("mamba3/")}
-  dt = jnp.asarray(m["dt"]).transpose(0, 2, 1)  # reference [B, H, T] -> ours [B, T, H]
-  a = jnp.asarray(m["adt"] / m["dt"]).transpose(0, 2, 1)
-  lam = jax.nn.sigmoid(jnp.asarray(m["trap"])).transpose(0, 2, 1)
+  m, dt, a, lam = trapezoid_case("mamba3")
   with jax.default_matmul_precision("highest"):
     theta = ssd.rotary_theta(jnp.asarray(m["angles"]), dt, impl=impl)
     k, q = (ssd.rotate_pairs(jnp.asarray(m[x]), theta)[:, :, None] for x in ("k", "q"))
@@ -72,10 +78,7 @@ def test_mamba3_trapezoid_and_rotation_equal_mamba_ssm_reference(impl, chunk):
 def test_mamba3_mimo_equals_mamba_ssm_step_reference(impl, chunk):
   """Rank-4 trapezoid (values up-projected per rank, outputs down-projected as the module does)
   against mamba3_MIMO_step_ref (empty state)."""
-  m = {key.split("/", 1)[1]: GOLDEN[key] for key in GOLDEN.files if key.startswith("mimo/")}
-  dt = jnp.asarray(m["dt"]).transpose(0, 2, 1)
-  a = jnp.asarray(m["adt"] / m["dt"]).transpose(0, 2, 1)
-  lam = jax.nn.sigmoid(jnp.asarray(m["trap"])).transpose(0, 2, 1)
+  m, dt, a, lam = trapezoid_case("mimo")
   with jax.default_matmul_precision("highest"):
     theta = ssd.rotary_theta(jnp.asarray(m["angles"]), dt, impl=impl)[:, :, None]  # over ranks
     k, q = (ssd.rotate_pairs(jnp.asarray(m[x]), theta) for x in ("k", "q"))

@@ -68,44 +68,29 @@ def ssd_inputs() -> dict[str, np.ndarray]:
 SSD_BLOCK_LEN = 8
 
 
-def trapezoid_inputs() -> dict[str, np.ndarray]:
-  """Mamba-3 SISO in the reference's layout: Q, K [B=2, T=37, H=2, N=16] (RMS-normalised), V [B,
-  T, H, P=8], ADT = A dt, DT and Trap (lambda = sigmoid(Trap)) [B, H, T], angles [B, T, S=4]."""
-  rng = np.random.default_rng(3)
-  b, t, h, n, p, s = 2, 37, 2, 16, 8, 4
-  q, k = (rng.standard_normal((b, t, h, n)) for _ in range(2))
+def trapezoid_inputs(seed: int, *, steps: int, n: int, p: int, s: int, rank: int | None = None):
+  """Mamba-3 in the reference's layout, batch 2, 2 heads: Q, K [B, T, H, N] (SISO) or
+  [B, T, R, H, N] (MIMO), RMS-normalised; V [B, T, H, P]; for MIMO the per-rank projections
+  mimo_v, mimo_o [H, R, P]; ADT = A dt, DT and Trap (lambda = sigmoid(Trap)) [B, H, T]; angles
+  [B, T, S] shared by the heads."""
+  rng = np.random.default_rng(seed)
+  b, h = 2, 2
+  qk_shape = (b, steps, h, n) if rank is None else (b, steps, rank, h, n)
+  q, k = (rng.standard_normal(qk_shape) for _ in range(2))
   q, k = (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) for x in (q, k))
-  dt = np.exp(rng.uniform(np.log(0.01), np.log(1.0), (b, h, t)))
-  return {
-    "q": q,
-    "k": k,
-    "v": rng.standard_normal((b, t, h, p)),
-    "adt": -rng.uniform(0.5, 4.0, (b, h, t)) * dt,
-    "dt": dt,
-    "trap": rng.uniform(-3.0, 3.0, (b, h, t)),
-    "angles": rng.standard_normal((b, t, s)),
-  }
+  dt = np.exp(rng.uniform(np.log(0.01), np.log(1.0), (b, h, steps)))
+  out = {"q": q, "k": k, "dt": dt, "v": rng.standard_normal((b, steps, h, p))}
+  if rank is not None:
+    out["mimo_v"] = rng.standard_normal((h, rank, p))
+    out["mimo_o"] = rng.standard_normal((h, rank, p)) / rank
+  out["adt"] = -rng.uniform(0.5, 4.0, (b, h, steps)) * dt
+  out["trap"] = rng.uniform(-3.0, 3.0, (b, h, steps))
+  out["angles"] = rng.standard_normal((b, steps, s))
+  return out
 
 
-def mimo_inputs() -> dict[str, np.ndarray]:
-  """Mamba-3 MIMO, rank R=4: Q, K [B=2, T=29, R, H=2, N=8], V [B, T, H, P=4], the per-rank
-  projections mimo_v, mimo_o [H, R, P], and ADT, DT, Trap, angles as for SISO."""
-  rng = np.random.default_rng(4)
-  b, t, r, h, n, p, s = 2, 29, 4, 2, 8, 4, 2
-  q, k = (rng.standard_normal((b, t, r, h, n)) for _ in range(2))
-  q, k = (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) for x in (q, k))
-  dt = np.exp(rng.uniform(np.log(0.01), np.log(1.0), (b, h, t)))
-  return {
-    "q": q,
-    "k": k,
-    "v": rng.standard_normal((b, t, h, p)),
-    "mimo_v": rng.standard_normal((h, r, p)),
-    "mimo_o": rng.standard_normal((h, r, p)) / r,
-    "adt": -rng.uniform(0.5, 4.0, (b, h, t)) * dt,
-    "dt": dt,
-    "trap": rng.uniform(-3.0, 3.0, (b, h, t)),
-    "angles": rng.standard_normal((b, t, s)),
-  }
+SISO = {"seed": 3, "steps": 37, "n": 16, "p": 8, "s": 4}
+MIMO = {"seed": 4, "steps": 29, "n": 8, "p": 4, "s": 2, "rank": 4}
 
 
 def _load(path: Path, name: str):
@@ -156,7 +141,7 @@ def main(argv=None) -> None:
   for name in ("mamba3_siso_combined", "mamba3_siso_step"):
     sys.modules[f"mamba_ssm.ops.triton.mamba3.{name}"] = mock.MagicMock()
   siso = _load(args.mamba / "tests/ops/triton/test_mamba3_siso.py", "mamba3_siso_test")
-  m = trapezoid_inputs()
+  m = trapezoid_inputs(**SISO)
   t32 = {key: torch.from_numpy(val.astype(np.float32)) for key, val in m.items()}
   h, n = m["q"].shape[2:]
   y, (theta, ssm, k_last, v_last) = siso.mamba3_siso_fwd_ref(
@@ -168,7 +153,7 @@ def main(argv=None) -> None:
   out["mamba3/final_theta_BHS"], out["mamba3/final_k_BHN"] = theta.numpy(), k_last.numpy()
 
   mimo = _load(args.mamba / "tests/ops/tilelang/test_mamba3_mimo.py", "mamba3_mimo_test")
-  m = mimo_inputs()
+  m = trapezoid_inputs(**MIMO)
   t32 = {key: torch.from_numpy(val.astype(np.float32)) for key, val in m.items()}
   _, _, r, h, n = m["q"].shape
   angles = t32["angles"][:, :, None].expand(-1, -1, h, -1).contiguous()  # shared by the heads
