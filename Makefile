@@ -22,7 +22,7 @@ lint: $(STAMP)
 test: lint engines
 	$(BIN)/python -m pytest -q tests
 
-# Chess engines for the atomic evaluation track (SPEC section 9), into the git-ignored engines/:
+# Chess engines for the atomic evaluation track (Co & Konuganti, 2026), into the git-ignored engines/:
 # engines/stockfish, a link to Debian's Stockfish (standard rules), and engines/fairy-stockfish,
 # compiled from the pinned pyffish source distribution (atomic rules; GPL, never committed).
 ENGINES := engines
@@ -98,7 +98,7 @@ $(FAIRY): $(PYFFISH_SDIST)
 	echo "engines: $@ ($$name)"
 
 demo: $(STAMP)
-	$(BIN)/python -m chessjax.demo --workdir $(WORK)
+	$(BIN)/python -m chessjax.world_model.demo --workdir $(WORK)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_data_prep

@@ -27,7 +27,8 @@ import chess
 import chess.pgn
 import chess.variant
 
-from chessjax import engines
+from chessjax.atomic.cache import AnalysisCache
+from chessjax.atomic.engines import EnginePool, Request
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_PGN = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
@@ -60,16 +61,16 @@ def _children_cpu() -> float:
   return usage.ru_utime + usage.ru_stime
 
 
-def measure(kind: str, requests: list[engines.Request], cache_path: Path) -> dict:
+def measure(kind: str, requests: list[Request], cache_path: Path) -> dict:
   """Cold then warm `analyse_many` over `requests`; wall and engine CPU seconds."""
   cpu = _children_cpu()
-  with engines.EnginePool(kind, workers=1, cache=cache_path) as pool:
+  with AnalysisCache(cache_path) as cache, EnginePool(kind, workers=1, cache=cache) as pool:
     start = time.perf_counter()
     cold = pool.analyse_many(requests)
     cold_s = time.perf_counter() - start
     name, misses = pool.info.name, pool.stats["misses"]
   cold_cpu = _children_cpu() - cpu  # the pool has closed (and reaped) its engine
-  with engines.EnginePool(kind, workers=1, cache=cache_path) as pool:
+  with AnalysisCache(cache_path) as cache, EnginePool(kind, workers=1, cache=cache) as pool:
     start = time.perf_counter()
     warm = pool.analyse_many(requests)
     warm_s = time.perf_counter() - start
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
     for kind in args.engines:
       variant = VARIANT[kind]
       for depth in args.depths:
-        requests = [engines.Request(f, variant, depth) for f in playable[variant]]
+        requests = [Request(f, variant, depth) for f in playable[variant]]
         r = measure(kind, requests, Path(tmp) / f"{kind}-{depth}.sqlite")
         n = len(requests)
         rows.append(

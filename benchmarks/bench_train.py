@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from chessjax import train
+from chessjax import evaluation, train
 from chessjax.data import pipeline
 from chessjax.models import FAMILIES
 from configs import cwm
@@ -37,7 +37,13 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
   config.data.batch_size = batch_size
   _, state, run = train.build(config)
   it = pipeline.make_batches(
-    str(data), "train", batch_size=batch_size, seed=0, bucket_lengths=BUCKETS, max_len=BUCKETS[-1]
+    str(data),
+    "train",
+    run.task.rows,
+    batch_size=batch_size,
+    seed=0,
+    bucket_lengths=BUCKETS,
+    max_len=BUCKETS[-1],
   )
   # Compile every bucket shape once, outside the timed region.
   compiled = set()
@@ -46,7 +52,7 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
     batch = next(it)
     length = batch["moves"].shape[1]
     if length not in compiled:
-      state, out = run.train_step(state, train.global_batch(batch, run.data_sharding))
+      state, out = run.train_step(state, evaluation.device_batch(batch, run))
       jax.block_until_ready(out)
       compiled.add(length)
   compile_s = time.perf_counter() - t0
@@ -59,7 +65,7 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
     wait += time.perf_counter() - t
     tokens += int(batch["mask"].sum())
     cells += batch["mask"].size
-    state, out = run.train_step(state, train.global_batch(batch, run.data_sharding))
+    state, out = run.train_step(state, evaluation.device_batch(batch, run))
   jax.block_until_ready(out)
   seconds = time.perf_counter() - start
   it.close()

@@ -4,8 +4,8 @@
         [--lens 128,256,512,1024] [--batch 16] [--warmup 2] [--iters 5] [--set mixer_impl=chunked]
         [--no-attention]
 
-One step = forward (train mode, dropout on) + the training loss (chessjax.metrics.loss_fn: the 75
-per-label cross-entropies of the chessjax.labels head layout, averaged over labels and steps) +
+One step = forward (train mode, dropout on) + the training loss
+(chessjax.world_model.metrics.loss_fn: the 75 per-label cross-entropies of the chessjax.labels head layout, averaged over labels and steps) +
 backward + global-norm clipping (1.0) + an optax AdamW update, on random valid move ids (START
 first, then ids of real from/to/promotion triples) and random labels, no padding. The step is a
 pure function of (params, rest, opt_state, batch), split from the nnx model once with
@@ -35,9 +35,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from chessjax import encoding, labels, metrics
+from chessjax import encoding, labels
 from chessjax.models import FAMILIES, count_params, create_model, model_config, transformer
 from chessjax.optim import decay_mask
+from chessjax.world_model import metrics
 
 
 def random_batch(batch: int, steps: int, seed: int) -> dict:

@@ -89,20 +89,20 @@ import sys, time
 import jax
 jax.config.update("jax_log_compiles", True)
 from absl import app
-from chessjax import main, train
-_log_interval = train._log_interval
-def _timed_log_interval(window, step, *args, **kwargs):
+from chessjax import logs, main
+_write_interval = logs.TrainLogger.write_interval
+def _timed_write_interval(self, step):
     print("[glue] step %d tokens %d wall %.6f cpu %.6f" % (
-        step, window.tokens, time.perf_counter(), time.process_time()), file=sys.stderr, flush=True)
-    return _log_interval(window, step, *args, **kwargs)
-train._log_interval = _timed_log_interval
+        step, self.tokens, time.perf_counter(), time.process_time()), file=sys.stderr, flush=True)
+    return _write_interval(self, step)
+logs.TrainLogger.write_interval = _timed_write_interval
 app.run(main.main)
 """
 
 REF_LINE = re.compile(r"step=(\d+)\].*state_tok/s=([0-9.]+)@([0-9.]+)@([0-9.]+)")
 CJ_GLUE_LINE = re.compile(r"^\[glue\] step (\d+) tokens (\d+) wall ([0-9.]+) cpu ([0-9.]+)")
-# absl log lines: "I1122 08:45:43.972466 <thread> train.py:374] step 20/60 ... 943 tok/s  pad 0.31"
-CJ_STEP = re.compile(r"^I\d{4} .*\] step \d+/\d+ .* tok/s\s+pad ([0-9.]+)")
+# Interval lines on stdout: "step 20/60  loss ... 943 tok/s  pad 0.31  bad 0  eta 0:00:12"
+CJ_STEP = re.compile(r"^step \d+/\d+ .* tok/s\s+pad ([0-9.]+)")
 CJ_COMPILE = re.compile(r"^[IW]\d{4} .*\] (Compiling jit\(|Finished XLA compilation)")
 
 
@@ -188,7 +188,7 @@ def run_ours(args, family, data_dir, work, steps, pin, env) -> dict:
     sys.exit(f"chessjax trainer failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
   marks = [(0, float("nan"), float("nan"), 0, False)]
   pads, compiled = [], False
-  for line in proc.stderr.splitlines():
+  for line in (proc.stderr + "\n" + proc.stdout).splitlines():
     if CJ_COMPILE.match(line):
       compiled = True
     m = CJ_GLUE_LINE.match(line)

@@ -9,19 +9,21 @@ a warning in favour of the one before it.
 """
 
 import logging
-from pathlib import Path
 
 import jax
 import orbax.checkpoint as ocp
+
+from chessjax.files import as_path
 
 log = logging.getLogger(__name__)
 
 
 class Checkpointer:
-  """Saves and restores (train state, data state) pairs under `workdir/checkpoints`."""
+  """Saves and restores (train state, data state) pairs under `workdir/checkpoints` (a local path
+  or a URL such as `gs://bucket/run`: orbax writes straight to the bucket)."""
 
   def __init__(self, workdir, *, max_to_keep: int = 3):
-    self.directory = Path(workdir).resolve() / "checkpoints"
+    self.directory = as_path(workdir) / "checkpoints"
     self.manager = ocp.CheckpointManager(
       self.directory,
       options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
@@ -61,9 +63,6 @@ class Checkpointer:
         continue
       return step, restored.state, restored.data
     return None
-
-  def wait(self) -> None:
-    self.manager.wait_until_finished()
 
   def close(self) -> None:
     self.manager.wait_until_finished()

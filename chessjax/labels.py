@@ -1,4 +1,5 @@
-"""Layout of the 75 state labels and of the 1878-wide output head (SPEC sections 2 and 4).
+"""Layout of the 75 state labels and of the 1878-wide output head (Walker & Lyons,
+Chess-World-Model, section 2.3, appendix A.1, and the per-label heads of section 3.1).
 
 Label index -> meaning:
   0..63   squares a8, b8, ..., h8, a7, ..., h1 (13 classes: empty, PNBRQK, pnbrqk)
@@ -33,6 +34,30 @@ GROUPS = (
   ("halfmove", 71, 2, 256),
   ("fullmove", 73, 2, 256),
 )
+
+
+def group_logits(logits):
+  """(logits [..., count, classes], first label, count, classes) for each label group of head
+  logits [..., 1878]; numpy or jax arrays."""
+  start = 0
+  for _, first, count, classes in GROUPS:
+    group = logits[..., start : start + count * classes]
+    yield group.reshape(*logits.shape[:-1], count, classes), first, count, classes
+    start += count * classes
+
+
+def argmax_labels(logits):
+  """Predicted class of each of the 75 labels, int[..., 75], from head logits [..., 1878].
+
+  The same argmax as the metrics use, so a label is listed wrong iff it is scored wrong.
+  """
+  out = [group.argmax(axis=-1) for group, *_ in group_logits(logits)]
+  if isinstance(logits, np.ndarray):
+    return np.concatenate(out, axis=-1)
+  import jax.numpy as jnp  # Only for jax arrays: data-preparation workers import this module.
+
+  return jnp.concatenate(out, axis=-1)
+
 
 assert HEAD_DIM == 1878
 assert sum(n for _, _, n, _ in GROUPS) == NUM_LABELS

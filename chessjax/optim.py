@@ -1,4 +1,5 @@
-"""Optimizer of the benchmark: AdamW with global-norm clipping and the paper's schedule (SPEC 6).
+"""Optimizer of the benchmark: AdamW with global-norm clipping and the paper's schedule
+(Walker & Lyons, Chess-World-Model, section 3.3 and appendix B.2).
 
 Schedule: linear warmup by factor `(step + 1) / warmup`, then either constant (stage-1 sweep) or
 cosine decay to a floor, `floor + (1 - floor) * 0.5 * (1 + cos(pi p))` with `p` the fraction of

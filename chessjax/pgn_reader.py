@@ -9,8 +9,8 @@ Two paths give identical labels (tests hold both to python-chess, the oracle):
   which for games from the standard start is exact and keeps the label semantics ours (e.g. the
   reader's halfmove clock is a uint8 that wraps at 256; ours is not).
 * python-chess: any game the native reader rejects is re-read with python-chess, which decides
-  (SPEC section 3: a game is kept iff python-chess replays it without `game.errors`). A game that
-  python-chess accepts but the reader did not is encoded by `chessjax.encoding.encode_game` and
+  (Walker & Lyons, appendix B.1: a game is kept iff python-chess replays it without
+  `game.errors`). A game that python-chess accepts but the reader did not is encoded by `chessjax.encoding.encode_game` and
   counted as `python_chess_fallback`.
 
 A game is kept iff it starts from the standard position, is of the requested variant, is valid

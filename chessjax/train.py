@@ -1,47 +1,45 @@
-"""Training loop of the Chess-World-Model benchmark: `train_and_evaluate(config, workdir)`.
+"""The training loop, for any task: `train_and_evaluate(config, workdir)`.
 
-Reads top to bottom: build the model and optimizer, the mesh and shardings, the input pipeline,
-restore the newest readable checkpoint if any, then run one jitted pure `train_step` per batch.
+Reads top to bottom: get the task (`chessjax.task`), build the model and optimizer, the mesh and
+shardings, the task's input pipeline, restore the newest readable checkpoint if any, then run one
+jitted pure `train_step` per batch. Nothing here knows what a batch holds beyond `task.batch_keys`
+and its `mask` (True on scored positions, used to count tokens).
 
 * Data parallel over every device of every process: a 1-D mesh `("data",)`, parameters
   replicated, each process feeding its rows of the global batch
   (`jax.make_array_from_process_local_data`). The same code runs on 1 CPU, N fake CPU devices,
   a GPU, or a multi-host TPU slice.
-* Non-finite guard as in the reference, inside the step (no host sync): a batch whose loss or
-  gradient norm is non-finite is skipped; parameters that turn non-finite are rolled back to a
-  snapshot taken every `snapshot_every` steps; the host aborts after `max_bad_batches`
-  consecutive bad batches, reading each step's counters one step late.
+* Non-finite guard as in the Chess-World-Model release, inside the step (no host sync): a batch
+  whose loss or gradient norm is non-finite is skipped; parameters that turn non-finite are
+  rolled back to a snapshot taken every `snapshot_every` steps; the host aborts after
+  `max_bad_batches` consecutive bad batches, reading each step's counters one step late.
 * Checkpoints (orbax) every `checkpoint_every` steps and at the end hold the train state and the
   input iterator's state: rerunning the same command resumes and reaches the same parameters,
-  bit for bit on CPU, as an uninterrupted run.
-* Only process 0 writes TensorBoard summaries, logs and JSON files.
+  bit for bit on CPU, as an uninterrupted run. The workdir may be a URL (`gs://...`).
+* Only process 0 writes TensorBoard summaries, logs and JSON files; a progress line (step, loss,
+  tokens/s, time left) is printed at least every `progress_seconds`.
 """
 
 import dataclasses
 import json
 import logging
-import math
-import time
 from functools import partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
 from flax import nnx
 from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
-from chessjax import metrics, optim, plots
+from chessjax import evaluation, logs, optim, sharding
 from chessjax.checkpointing import Checkpointer, abstract_like
-from chessjax.data import pipeline
-from chessjax.files import write_json, write_text
+from chessjax.data import pipeline, read_manifest
+from chessjax.files import as_path, write_json, write_text
 from chessjax.models import count_params, create_model
+from chessjax.task import Task, get_task
 
 log = logging.getLogger(__name__)
-BATCH_KEYS = ("moves", "states", "mask")
 
 
 class NonFiniteError(RuntimeError):
@@ -50,24 +48,25 @@ class NonFiniteError(RuntimeError):
 
 @dataclasses.dataclass
 class Run:
-  """What the loop needs besides the train state: compiled steps and shardings."""
+  """What the loop needs besides the train state: the task, compiled steps and shardings."""
 
+  task: Task
   graphdef: nnx.GraphDef
-  train_step: callable
-  eval_step: callable
-  predict: callable  # (params, rest, moves int32[B, T]) -> logits float32[B, T, 1878]
+  train_step: object  # jitted (state, batch) -> (state, outputs)
+  eval_step: object  # jitted (params, model_state, batch) -> the task's additive statistics
+  predict: object  # jitted (params, model_state, tokens int32[B, T]) -> logits float32[B, T, C]
   state_sharding: object
   data_sharding: NamedSharding
 
 
-def init_state(params, rest, tx) -> dict:
+def init_state(params, model_state, tx) -> dict:
   """The train state pytree (everything a checkpoint must hold). No two leaves share a buffer,
   since the step donates them all."""
   zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731
   return {
     "step": zero(),
     "params": params,
-    "rest": rest,  # Non-parameter model state (dropout RNG counters).
+    "model_state": model_state,  # Non-parameter model state (dropout RNG counters).
     "opt_state": tx.init(params),
     "snapshot": {"params": jax.tree.map(jnp.copy, params), "opt_state": tx.init(params)},
     "bad_in_a_row": zero(),
@@ -81,19 +80,14 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack(leaves))
 
 
-def train_step(graphdef, tx, snapshot_every: int, state: dict, batch: dict):
+def train_step(graphdef, tx, task: Task, snapshot_every: int, state: dict, batch: dict):
   """One optimisation step with the non-finite guard. Pure; jitted once per batch shape."""
 
-  model = nnx.merge(graphdef, state["params"], state["rest"])
-
-  def loss_of(model):
-    logits = model(batch["moves"], train=True)
-    return metrics.loss_fn(logits, batch["states"], batch["mask"])
-
+  model = nnx.merge(graphdef, state["params"], state["model_state"])
   # nnx.value_and_grad (not jax's) so that dropout may advance the model's RNG counters inside
   # the differentiated function; gradients are taken w.r.t. the nnx.Param variables only.
-  loss, grads = nnx.value_and_grad(loss_of)(model)
-  rest = nnx.state(model, nnx.Not(nnx.Param))
+  loss, grads = nnx.value_and_grad(lambda m: task.loss(m, batch, train=True))(model)
+  model_state = nnx.state(model, nnx.Not(nnx.Param))
   grad_norm = optax.tree.norm(grads)
   updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   params = optax.apply_updates(state["params"], updates)
@@ -115,7 +109,7 @@ def train_step(graphdef, tx, snapshot_every: int, state: dict, batch: dict):
   new_state = {
     "step": step,
     "params": params,
-    "rest": rest,
+    "model_state": model_state,
     "opt_state": opt_state,
     "snapshot": snap,
     "bad_in_a_row": jnp.where(bad, state["bad_in_a_row"] + 1, 0),
@@ -134,100 +128,76 @@ def train_step(graphdef, tx, snapshot_every: int, state: dict, batch: dict):
   return new_state, out
 
 
-def eval_step(graphdef, params, rest, batch: dict) -> dict:
-  """Metric statistics of one batch under the model in evaluation mode."""
-  model = nnx.merge(graphdef, params, rest)
-  logits = model(batch["moves"], train=False)
-  return metrics.batch_stats(logits, batch["states"], batch["mask"])
+def eval_step(graphdef, task: Task, params, model_state, batch: dict) -> dict:
+  """The task's additive statistics of one batch under the model in evaluation mode."""
+  return task.eval_stats(nnx.merge(graphdef, params, model_state), batch)
 
 
-def predict(graphdef, params, rest, moves):
-  model = nnx.merge(graphdef, params, rest)
-  return model(moves, train=False).astype(jnp.float32)
+def predict(graphdef, params, model_state, tokens):
+  model = nnx.merge(graphdef, params, model_state)
+  return model(tokens, train=False).astype(jnp.float32)
 
 
-def make_mesh() -> jax.sharding.Mesh:
-  # Auto axis: shardings of batch-parallel code propagate through the model without per-op
-  # annotations (Explicit mode would require them inside every model, e.g. at the embedding).
-  return jax.make_mesh((jax.device_count(),), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+def build_model(config: ml_collections.ConfigDict, task: Task) -> nnx.Module:
+  return create_model(
+    config.family,
+    config.size,
+    seed=config.seed,
+    head=task.head,
+    **task.model_kwargs,
+    **config.model.to_dict(),
+  )
 
 
-def global_batch(batch: dict, sharding: NamedSharding) -> dict:
-  """The process-local rows of a batch as global arrays sharded over the data axis."""
-  return {k: jax.make_array_from_process_local_data(sharding, batch[k]) for k in BATCH_KEYS}
-
-
-def build(config: ml_collections.ConfigDict):
-  """Model, optimizer, initial state and compiled steps for a config."""
-  model = create_model(config.family, config.size, seed=config.seed, **config.model.to_dict())
-  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+def build(config: ml_collections.ConfigDict, task: Task | None = None, *, devices=None):
+  """Model, initial train state and compiled steps (`Run`) for a config, data parallel over
+  `devices` (default: every device of every process)."""
+  task = get_task(config) if task is None else task
+  model = build_model(config, task)
+  graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
   tx = optim.make_optimizer(config.optim, config.train.steps, params)
-  mesh = make_mesh()
-  replicated = NamedSharding(mesh, P())
-  state = jax.device_put(init_state(params, rest, tx), replicated)
+  mesh = sharding.make_mesh(devices)
+  replicated = sharding.replicated(mesh)
+  state = jax.device_put(init_state(params, model_state, tx), replicated)
   state_sharding = jax.tree.map(lambda x: x.sharding, state)
-  data_sharding = NamedSharding(mesh, P("data"))
   run = Run(
+    task=task,
     graphdef=graphdef,
     train_step=jax.jit(
-      partial(train_step, graphdef, tx, config.train.snapshot_every),
+      partial(train_step, graphdef, tx, task, config.train.snapshot_every),
       out_shardings=(state_sharding, replicated),
       donate_argnums=0,
     ),
-    eval_step=jax.jit(partial(eval_step, graphdef), out_shardings=replicated),
+    eval_step=jax.jit(partial(eval_step, graphdef, task), out_shardings=replicated),
     predict=jax.jit(partial(predict, graphdef)),
     state_sharding=state_sharding,
-    data_sharding=data_sharding,
+    data_sharding=sharding.batch_sharding(mesh),
   )
   return model, state, run
 
 
-def restore_for_eval(workdir):
-  """(config, run, state, step) of the newest readable checkpoint of a training workdir."""
-  workdir = Path(workdir)
-  config_path = workdir / "config.json"
-  if not config_path.exists():
-    raise FileNotFoundError(f"{workdir} is not a training workdir (no config.json)")
-  config = ml_collections.ConfigDict(json.loads(config_path.read_text()))
-  _, state, run = build(config)
-  ckpt = Checkpointer(workdir)
-  try:
-    restored = ckpt.restore_latest(abstract_like(state))
-  finally:
-    ckpt.close()
-  if restored is None:
-    raise FileNotFoundError(f"{workdir} has no readable checkpoint")
-  step, state, _ = restored
-  return config, run, state, step
-
-
-def evaluate_batches(run: Run, state: dict, batches) -> dict:
-  acc = metrics.Accumulator()
-  for batch in batches:
-    acc.add(run.eval_step(state["params"], state["rest"], global_batch(batch, run.data_sharding)))
-  return acc.result()
-
-
-def _config_json(config) -> str:
+def config_json(config) -> str:
   return json.dumps(config.to_dict(), indent=2, sort_keys=True, default=str) + "\n"
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   """Trains per `config`, resuming from `workdir` if it holds checkpoints. Returns a summary."""
-  workdir = Path(workdir)
+  workdir = as_path(workdir)
   chief = jax.process_index() == 0
-  if chief:
-    workdir.mkdir(parents=True, exist_ok=True)
-    write_text(workdir / "config.json", _config_json(config))
   if not config.data.train:
     raise ValueError("config.data.train is empty: point it at a prepared dataset directory")
+  task = get_task(config)
+  if chief:
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_text(workdir / "config.json", config_json(config))
 
-  model, state, run = build(config)
+  model, state, run = build(config, task)
   n_params = count_params(model)
   del model
   train_iter = pipeline.make_batches(
     config.data.train,
     config.data.train_split,
+    task.rows,
     batch_size=config.data.batch_size,
     seed=config.seed,
     bucket_lengths=tuple(config.data.bucket_lengths),
@@ -235,7 +205,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     window_batches=config.data.window_batches,
     worker_count=config.data.worker_count,
   )
-  val_batches = _fixed_validation_batches(config)
+  val_batches = _fixed_validation_batches(config, task)
 
   ckpt = Checkpointer(workdir, max_to_keep=config.train.keep_checkpoints)
   restored = ckpt.restore_latest(abstract_like(state))
@@ -245,49 +215,56 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     train_iter.set_state(data_state)
     log.info("resumed from step %d", start_step)
 
-  writer = _summary_writer(workdir) if chief else None
   total = config.train.steps
-  log.info(
-    "%s %s: %s parameters, %d devices, %d processes, global batch %d, %d steps",
-    config.family,
-    config.size,
-    f"{n_params:,}",
-    jax.device_count(),
-    jax.process_count(),
-    config.data.batch_size,
-    total,
+  lr_at = optim.lr_schedule(
+    config.optim.lr, config.optim.warmup_steps, total, config.optim.schedule, config.optim.floor
   )
-  step, pending, window = start_step, None, _Window()
+  logger = logs.TrainLogger(
+    workdir if chief else None,
+    total=total,
+    start_step=start_step,
+    lr_at=lr_at,
+    progress_seconds=config.train.get("progress_seconds", 10.0),
+  )
+  logger.message(
+    f"{config.family} {config.size} ({config.get('task', 'world_model')}): {n_params:,} "
+    f"parameters, {jax.device_count()} devices, {jax.process_count()} processes, global batch "
+    f"{config.data.batch_size}, {total} steps"
+    + (f", resumed from step {start_step}" if start_step else "")
+  )
+  step, pending = start_step, None
   last_eval = {}
   try:
     while step < total:
       batch = next(train_iter)
-      state, out = run.train_step(state, global_batch(batch, run.data_sharding))
+      state, out = run.train_step(state, evaluation.device_batch(batch, run))
       step += 1
       # Read the previous step's outputs only now, so the host never waits on the device.
       if pending is not None:
         _check_finite(pending, config.train.max_bad_batches)
-        window.add(pending)
-      pending = (step, out, int(batch["mask"].sum()), batch["mask"].size)
+        logger.add(pending)
+      pending = logs.Pending(step, out, int(batch["mask"].sum()), batch["mask"].size)
       if step % config.train.log_every == 0 or step == total:
         jax.block_until_ready(out)
         _check_finite(pending, config.train.max_bad_batches)
-        window.add(pending)
+        logger.add(pending)
         pending = None
-        _log_interval(window, step, total, run, writer, config)
+        logger.write_interval(step)
+      elif logger.progress_due():
+        logger.progress(step)
       if val_batches and (step % config.train.eval_every == 0 or step == total):
-        last_eval = evaluate_batches(run, state, val_batches)
-        _log_eval(last_eval, step, writer)
+        last_eval = evaluation.accumulate(run, state, val_batches)
+        logger.write_eval(step, *task.summarize(last_eval))
       if step % config.train.checkpoint_every == 0 or step == total:
         ckpt.save(step, state, train_iter.get_state(), force=True)
   finally:
     ckpt.close()
     train_iter.close()
-    if writer is not None:
-      writer.close()
+    logger.close()
   if val_batches and not last_eval:  # Rerun of a finished run: keep the summary's metrics.
-    last_eval = evaluate_batches(run, state, val_batches)
+    last_eval = evaluation.accumulate(run, state, val_batches)
   summary = {
+    "task": config.get("task", "world_model"),
     "family": config.family,
     "size": config.size,
     "params": n_params,
@@ -302,10 +279,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   return summary
 
 
-def _fixed_validation_batches(config) -> list[dict]:
+def _fixed_validation_batches(config, task: Task) -> list[dict]:
   """The first `eval_batches` batches of the validation split, read once and kept in memory."""
-  from chessjax.data import read_manifest
-
   if config.data.val_split not in read_manifest(config.data.train)["splits"]:
     log.warning(
       "no %r split in %s: no validation during training", config.data.val_split, config.data.train
@@ -314,6 +289,7 @@ def _fixed_validation_batches(config) -> list[dict]:
   it = pipeline.make_eval_batches(
     config.data.train,
     config.data.val_split,
+    task.rows,
     batch_size=config.data.batch_size,
     bucket_lengths=tuple(config.data.bucket_lengths),
     max_len=config.data.max_len,
@@ -328,108 +304,11 @@ def _fixed_validation_batches(config) -> list[dict]:
   return batches
 
 
-def _check_finite(pending, max_bad: int) -> None:
-  step, out = pending[0], jax.device_get(pending[1])
+def _check_finite(pending: "logs.Pending", max_bad: int) -> None:
+  out = jax.device_get(pending.out)
   if int(out["bad_in_a_row"]) >= max_bad:
     raise NonFiniteError(
-      f"step {step}: {int(out['bad_in_a_row'])} consecutive batches with a non-finite loss, "
-      f"gradient or parameters ({int(out['bad_batches'])} in all, {int(out['rollbacks'])} "
+      f"step {pending.step}: {int(out['bad_in_a_row'])} consecutive batches with a non-finite "
+      f"loss, gradient or parameters ({int(out['bad_batches'])} in all, {int(out['rollbacks'])} "
       "rollbacks); lower the learning rate or check the data"
     )
-
-
-class _Window:
-  """Host-side sums over one logging interval."""
-
-  def __init__(self):
-    self.reset()
-
-  def reset(self):
-    self.losses, self.norms, self.tokens, self.cells = [], [], 0, 0
-    self.start = time.perf_counter()
-    self.last = {}
-
-  def add(self, pending):
-    _, out, tokens, cells = pending
-    out = jax.device_get(out)
-    self.losses.append(float(out["loss"]))
-    self.norms.append(float(out["grad_norm"]))
-    self.tokens += tokens
-    self.cells += cells
-    self.last = out
-
-
-def _log_interval(window: _Window, step, total, run, writer, config) -> None:
-  seconds = time.perf_counter() - window.start
-  finite = [x for x in window.losses if math.isfinite(x)]
-  loss = float(np.mean(finite)) if finite else float("nan")
-  tokens_per_s = window.tokens / max(seconds, 1e-9)
-  steps_per_s = len(window.losses) / max(seconds, 1e-9)
-  padding = 1.0 - window.tokens / max(window.cells, 1)
-  lr = float(
-    optim.lr_schedule(
-      config.optim.lr, config.optim.warmup_steps, total, config.optim.schedule, config.optim.floor
-    )(step - 1)
-  )
-  eta = (total - step) / max(steps_per_s, 1e-9)
-  log.info(
-    "step %d/%d  loss %.4f  grad %.3f  lr %.2e  %s tok/s  pad %.2f  bad %d  eta %s",
-    step,
-    total,
-    loss,
-    float(np.mean(window.norms)),
-    lr,
-    f"{tokens_per_s:,.0f}",
-    padding,
-    int(window.last.get("bad_batches", 0)),
-    _hms(eta),
-  )
-  if writer is not None:
-    scalars = {
-      "train/loss": loss,
-      "train/grad_norm": float(np.mean(window.norms)),
-      "train/learning_rate": lr,
-      "train/state_tokens_per_s": tokens_per_s,
-      "train/padding_fraction": padding,
-      "train/bad_batches": float(window.last.get("bad_batches", 0)),
-      "train/rollbacks": float(window.last.get("rollbacks", 0)),
-    }
-    for tag, value in scalars.items():
-      writer.add_scalar(tag, value, step)
-    writer.flush()
-  window.reset()
-
-
-def _log_eval(result: dict, step: int, writer) -> None:
-  log.info(
-    "step %d validation: loss %.4f  labelwise %.4f  exact %.4f  trajectory %.4f",
-    step,
-    result["loss"],
-    result["labelwise"],
-    result["exact_state"],
-    result["trajectory"],
-  )
-  if writer is None:
-    return
-  for key in ("loss", "labelwise", "exact_state", "trajectory", "nonfinite_logits"):
-    writer.add_scalar(f"validation/{key}", result[key], step)
-  for name, acc in result["groups"].items():
-    writer.add_scalar(f"validation_groups/{name}", acc, step)
-  writer.add_image(
-    "validation/prefix_bins", plots.prefix_bins_image(result, "validation"), step, dataformats="HWC"
-  )
-  writer.flush()
-
-
-def _summary_writer(workdir: Path):
-  from tensorboardX import SummaryWriter
-
-  return SummaryWriter(str(workdir / "tb"))
-
-
-def _hms(seconds: float) -> str:
-  if not math.isfinite(seconds):
-    return "?"
-  m, s = divmod(int(seconds), 60)
-  h, m = divmod(m, 60)
-  return f"{h}:{m:02d}:{s:02d}"

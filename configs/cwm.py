@@ -1,4 +1,5 @@
-r"""Chess-World-Model: one cell of the paper's grid with its final hyperparameters (SPEC section 6).
+r"""Chess-World-Model: one cell of the paper's grid with its final hyperparameters
+(Walker & Lyons, Chess-World-Model, section 3.3 and Table 7).
 
     python -m chessjax.main --config=configs/cwm.py:family=slice,size=d256 \
         --workdir=runs/slice_d256 --config.data.train=data/lichess_2025-03 \
@@ -7,7 +8,7 @@ r"""Chess-World-Model: one cell of the paper's grid with its final hyperparamete
 `arg` is `key=value` pairs separated by commas: `family` (any of `chessjax.models.FAMILIES`),
 `size` (d128 | d256 | d384 | d512), `smoke` (True: a tiny model and a few steps on a CPU).
 Ablation families take their main family's hyperparameters. Expected result of the full recipe:
-paper 001, Tables 6-7 (e.g. slice d256: 96.57% ExactState on the real test split).
+Walker & Lyons, Table 8 (e.g. slice d256: 96.57% ExactState on the real test split).
 """
 
 import ml_collections
@@ -16,7 +17,7 @@ from chessjax.models import FAMILIES, SIZES
 
 STEPS_4_EPOCHS = 310_944
 
-# (lr, warmup, beta2, weight decay, cosine floor) per main family and size: SPEC section 6.
+# (lr, warmup, beta2, weight decay, cosine floor) per main family and size: Walker & Lyons, Table 7.
 FINAL = {
   "transformer": {
     "d128": (3e-3, 5000, 0.95, 0.0, 0.1),
@@ -75,6 +76,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg)
   lr, warmup, b2, wd, floor = FINAL[MAIN_FAMILY[a["family"]]][a["size"]]
   c = ml_collections.ConfigDict()
+  c.task = "world_model"  # chessjax.world_model.task
   c.family, c.size, c.seed = a["family"], a["size"], 0
   # Overrides of the family's frozen model config (e.g. mixer_impl, chunk_size, dtype).
   c.model = ml_collections.ConfigDict()
@@ -105,7 +107,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.keep_checkpoints = 3
   c.train.snapshot_every = 500  # Non-finite guard: roll back to this snapshot.
   c.train.max_bad_batches = 20  # Abort after this many consecutive non-finite batches.
-  c.train.profile = False
+  c.train.progress_seconds = 10.0  # A progress line at least this often between log lines.
 
   if a["smoke"]:
     c.model.dtype = "float32"

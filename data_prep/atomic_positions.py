@@ -1,4 +1,4 @@
-"""Variant-divergent evaluation positions for the atomic-chess track (paper 000, SPEC section 9).
+"""Variant-divergent evaluation positions for the atomic-chess track (Co & Konuganti 2026, sec. 3).
 
     python -m data_prep.atomic_positions --out runs/atomic/positions.jsonl \
         [--standard-pgn GAMES.pgn.bz2 ...] [--atomic-pgn lichess_atomic.pgn.zst ...] \
@@ -10,9 +10,10 @@ seeded generator, from two sources:
   atomic    atomic games: a lichess atomic PGN export (`[Variant "Atomic"]`) when given, otherwise
             Fairy-Stockfish self-play at --selfplay-depth after --random-plies random opening
             moves; such positions carry `"synthetic": true`
-A candidate must be valid and not over under both rulesets, and is analysed at --depth by
-Stockfish (standard) and Fairy-Stockfish (atomic). It is kept iff (unless --unfiltered, the
-paper's Table 3 control set, which keeps every valid candidate):
+A candidate must be valid and not over under both variants' rules, and is analysed at --depth by
+Stockfish (variant "chess") and Fairy-Stockfish ("atomic"). It is kept iff (the paper's section 3
+variant-divergence filter; --unfiltered, the paper's Table 3 control set, keeps every valid
+candidate):
   * the atomic-best and standard-best moves differ,
   * the standard-best move is legal under atomic rules,
   * played under atomic rules it loses at least --min-drop Win% points (default 20, MISTAKE),
@@ -21,10 +22,10 @@ Sources are balanced: candidates are drawn until --per-source positions of each 
 paper's unfiltered control (Table 3) is `--sources atomic --unfiltered`.
 
 Output: JSONL, one position per line (FEN, source, side to move, legal UCI moves and engine best
-move/score per ruleset, the standard-best move's atomic Win% drop, engines, depth, the three
-prompts of the paper's appendix A), and `OUT.summary.json` with every count by reason. Engine
-analyses go through the `chessjax.engines` cache, so a rerun with the same engines and depth
-costs nothing.
+move/score per variant, keyed "chess" and "atomic", the standard-best move's atomic Win% drop,
+engines, depth, the three prompts of the paper's Appendix A), and `OUT.summary.json` with every
+count by reason. Engine analyses go through the `chessjax.atomic.cache` sqlite cache, so a rerun
+with the same engines and depth costs nothing.
 """
 
 import argparse
@@ -42,8 +43,16 @@ import chess
 import chess.pgn
 import chess.variant
 
-from chessjax import atomic_prompts, engines
-from chessjax.atomic_eval import cache_arg, clamp_cp, ruleset_pools, win_percent
+from chessjax.atomic import prompts
+from chessjax.atomic.engines import (
+  EngineMissingError,
+  EnginePool,
+  Line,
+  Request,
+  cache_arg,
+  variant_pools,
+)
+from chessjax.atomic.scoring import clamp_cp, win_percent
 from chessjax.files import write_json, write_text
 from data_prep import pgn_files
 
@@ -88,7 +97,7 @@ def pgn_games(paths: Sequence, variant: str) -> Iterator[tuple[str, list[chess.M
 
 
 def selfplay_games(
-  pool: "engines.EnginePool",
+  pool: EnginePool,
   count: int,
   *,
   depth: int,
@@ -117,16 +126,16 @@ def sample_position(moves: Sequence[chess.Move], variant: str, rng, min_ply: int
   if last < min_ply:
     return None
   ply = rng.randint(min_ply, last)
-  board = atomic_prompts.RULESET_BOARD["atomic" if variant == "atomic" else "standard"]()
+  board = prompts.VARIANT_BOARD[variant]()
   for move in moves[:ply]:
     board.push(move)
   return ply, board.fen()
 
 
 def check_position(fen: str) -> str | None:
-  """None if the position is valid and not over under both rulesets, else the reason."""
-  for ruleset in atomic_prompts.RULESETS:
-    board = atomic_prompts.board_of(fen, ruleset)
+  """None if the position is valid and not over under both variants' rules, else the reason."""
+  for variant in ("atomic", "chess"):  # atomic first: the order the rejection counts assume
+    board = prompts.board_of(fen, variant)
     if not board.is_valid():
       return "invalid"
     if board.is_game_over(claim_draw=False) or not any(board.legal_moves):
@@ -138,7 +147,7 @@ def check_position(fen: str) -> str | None:
 # Labelling
 
 
-def _line_json(line: "engines.Line") -> dict:
+def _line_json(line: Line) -> dict:
   return {"move": line.move, "cp": line.cp, "mate": line.mate, "pv": list(line.pv)}
 
 
@@ -147,32 +156,22 @@ def label_batch(
 ) -> list[tuple[str, dict]]:
   """(reason, record) of each candidate; reason `kept` for positions that pass the filter."""
   best = {
-    ruleset: pools[ruleset].analyse_many(
-      [
-        engines.Request(c["fen"], atomic_prompts.RULESET_VARIANT[ruleset], depth)
-        for c in candidates
-      ]
-    )
-    for ruleset in atomic_prompts.RULESETS
+    variant: pools[variant].analyse_many([Request(c["fen"], variant, depth) for c in candidates])
+    for variant in prompts.VARIANTS
   }
-  legal = [
-    {r: atomic_prompts.legal_moves(c["fen"], r) for r in atomic_prompts.RULESETS}
-    for c in candidates
-  ]
+  legal = [{v: prompts.legal_moves(c["fen"], v) for v in prompts.VARIANTS} for c in candidates]
   needs_cross = [
     i
     for i, c in enumerate(candidates)
-    if best["standard"][i].best.move in legal[i]["atomic"]
-    and (unfiltered or best["standard"][i].best.move != best["atomic"][i].best.move)
+    if best["chess"][i].best.move in legal[i]["atomic"]
+    and (unfiltered or best["chess"][i].best.move != best["atomic"][i].best.move)
   ]
   cross = dict(
     zip(
       needs_cross,
       pools["atomic"].analyse_many(
         [
-          engines.Request(
-            candidates[i]["fen"], "atomic", depth, root_moves=(best["standard"][i].best.move,)
-          )
+          Request(candidates[i]["fen"], "atomic", depth, root_moves=(best["chess"][i].best.move,))
           for i in needs_cross
         ]
       ),
@@ -181,7 +180,7 @@ def label_batch(
   )
   out = []
   for i, c in enumerate(candidates):
-    std, atm = best["standard"][i].best, best["atomic"][i].best
+    std, atm = best["chess"][i].best, best["atomic"][i].best
     cross_line = cross[i].best if i in cross else None
     drop = None
     if cross_line is not None:
@@ -200,20 +199,19 @@ def label_batch(
       reason = "small_drop"
     else:
       reason = "kept"
-    board = atomic_prompts.board_of(c["fen"], "standard")
+    board = prompts.board_of(c["fen"], "chess")
     record = {
       **c,
       "side_to_move": "white" if board.turn == chess.WHITE else "black",
       "legal_moves": legal[i],
-      "best": {"standard": _line_json(std), "atomic": _line_json(atm)},
+      "best": {"chess": _line_json(std), "atomic": _line_json(atm)},
       "standard_best_under_atomic": None if cross_line is None else _line_json(cross_line),
       "standard_best_atomic_win_drop": drop,
       "engines": {
-        r: {"name": best[r][i].engine, "version": best[r][i].version}
-        for r in atomic_prompts.RULESETS
+        v: {"name": best[v][i].engine, "version": best[v][i].version} for v in prompts.VARIANTS
       },
       "depth": depth,
-      "prompts": {k: atomic_prompts.render(k, c["fen"]) for k in atomic_prompts.CONDITIONS},
+      "prompts": {k: prompts.render(k, c["fen"]) for k in prompts.CONDITIONS},
     }
     out.append((reason, record))
   return out
@@ -320,19 +318,19 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   start = time.perf_counter()
   try:
-    with ruleset_pools(
-      atomic_prompts.RULESETS, workers=args.workers, cache=cache_arg(args.cache)
+    with variant_pools(
+      prompts.VARIANTS, workers=args.workers, cache_path=cache_arg(args.cache)
     ) as pools:
       kept, counts = collect(args, pools)
       summary = {
         "positions": len(kept),
         "counts": counts,
-        "engines": {r: {"name": p.info.name, "version": p.info.version} for r, p in pools.items()},
-        "cache": {r: p.stats for r, p in pools.items()},
+        "engines": {v: {"name": p.info.name, "version": p.info.version} for v, p in pools.items()},
+        "cache": {v: p.stats for v, p in pools.items()},
         "seconds": round(time.perf_counter() - start, 1),
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
       }
-  except engines.EngineMissingError as e:
+  except EngineMissingError as e:
     print(e, file=sys.stderr)
     return 1
   out = Path(args.out)

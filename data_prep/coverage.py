@@ -1,4 +1,4 @@
-"""Move-token coverage (paper 001, Table 3) and length statistics of prepared datasets.
+"""Move-token coverage (Walker & Lyons, Table 3) and length statistics of prepared datasets.
 
     python -m data_prep.coverage data/real data/random [--json OUT.json]
 

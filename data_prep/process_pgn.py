@@ -1,14 +1,14 @@
-"""PGN files -> a prepared dataset of ArrayRecord shards (SPEC section 3).
+"""PGN files -> a prepared dataset of ArrayRecord shards (Walker & Lyons, section 2.5).
 
     python -m data_prep.process_pgn --pgn games.pgn.zst --out data/lichess_2025-03 \\
         [--min-fullmoves 10] [--max-games N] [--val-fraction 0.005] [--test-fraction 0] \\
         [--split NAME] [--workers K] [--ep-mode pseudo|legal] [--variant chess|atomic] [--overwrite]
 
-Games are kept per SPEC section 3 (standard start, standard chess, replays legally, at least
-2 * min_fullmoves plies); every skipped game is counted by reason in the manifest. `--variant
-atomic` keeps atomic games instead (a `Variant` header such as lichess's "Atomic", replayed under
-atomic rules by python-chess, SPEC section 9) and skips standard ones as `variant`. A kept game goes
-to `validation` iff its id's MD5 bucket is below round(val_fraction * 10000), to `test` iff the
+Games are kept as Walker & Lyons do (appendix B.1: standard start, standard chess, replays
+legally, at least 2 * min_fullmoves plies); every skipped game is counted by reason in the
+manifest. `--variant atomic` keeps atomic games instead (a `Variant` header such as lichess's
+"Atomic", replayed under atomic rules by python-chess; Co & Konuganti 2026) and skips standard
+ones as `variant`. A kept game goes to `validation` iff its id's MD5 bucket is below round(val_fraction * 10000), to `test` iff the
 bucket is in the next round(test_fraction * 10000) buckets, else to `train`; `--split NAME` sends
 every kept game to one split instead (e.g. `test` for a held-out month). `--max-games` keeps the
 first N kept games in file order. Output is identical for any number of workers: batches of games
@@ -36,7 +36,7 @@ _SUFFIXES = (".pgn", ".pgn.gz", ".pgn.bz2", ".pgn.zst")
 
 
 def bucket_of(example_id: str) -> int:
-  """The id's split bucket: first 8 bytes of MD5, little-endian, mod 10000 (SPEC section 3)."""
+  """The id's split bucket: first 8 bytes of MD5, little-endian, mod 10000 (Walker & Lyons, B.1)."""
   return int.from_bytes(hashlib.md5(example_id.encode()).digest()[:8], "little") % BUCKETS
 
 
@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> dict:
   )
   total_bytes = sum(Path(p).stat().st_size for p in args.pgn)
   skipped, kept, parsed, limit_hit = Counter(), 0, 0, False
-  pool = multiprocessing.Pool(args.workers) if args.workers > 1 else None
+  # spawn, not fork: forking a process that has imported JAX (the demo, tests) can deadlock.
+  pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 1 else None
   progress = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="pgn", disable=None)
   try:
     jobs = _jobs(args.pgn, infos, progress)
@@ -189,7 +190,7 @@ def _encoding_spec(ep_mode: str, variant: str) -> dict:
     "label_classes": labels.LABEL_CLASSES.tolist(),
     "ep_mode": ep_mode,
     "variant": variant,
-    "layout": "chessjax SPEC section 2 (squares a8..h1, side, KQkq, ep file/rank, clocks hi/lo)",
+    "layout": "Walker & Lyons A.1 (squares a8..h1, side, KQkq, ep file/rank, clocks hi/lo)",
     "python_chess": chess.__version__,
   }
 

@@ -1,4 +1,5 @@
-"""Random-uniform games: uniformly random legal play from the initial position (SPEC section 3).
+"""Random-uniform games: uniformly random legal play from the initial position (Walker & Lyons,
+section 2.5).
 
     python -m data_prep.random_uniform --games 10000 --seed 0 --out data/random_uniform_10k \\
         [--variant chess|atomic] [--compat reference] [--workers K] [--ep-mode pseudo|legal] \\
@@ -12,8 +13,8 @@ paper's "at least 10 full moves") are skipped but counted. `--games N` is the nu
 written, as in the released generator (`--games`: "Number of kept games to write") and the paper
 ("retaining 10k games of length at least 10 full moves").
 
-`--variant atomic` plays atomic chess instead (`chess.variant.AtomicBoard`, SPEC section 9): its
-legal moves and its game end, which adds the explosion of a king (`variant_loss`) and atomic
+`--variant atomic` plays atomic chess instead (`chess.variant.AtomicBoard`, Co & Konuganti
+2026): its legal moves and its game end, which adds the explosion of a king (`variant_loss`) and atomic
 insufficient material; same tokens and labels.
 
 Two modes:

@@ -142,7 +142,7 @@ set_train_env() {
   # A persistent compilation cache makes a resumed run start training sooner.
   local cache="${JAX_COMPILATION_CACHE_DIR:-$HOME/.cache/chessjax-jax}"
   # JAX_DEFAULT_MATMUL_PRECISION stays unset on purpose: float32 matmuls then use TF32 on Ampere
-  # and newer GPUs, as the paper's fp32 runs did (SPEC section 6).
+  # and newer GPUs, as the paper's fp32 runs did (Walker & Lyons, appendix B.2).
   TRAIN_ENV=("XLA_PYTHON_CLIENT_MEM_FRACTION=$mem" "XLA_FLAGS=$flags" "JAX_COMPILATION_CACHE_DIR=$cache")
 }
 

@@ -1,4 +1,4 @@
-r"""The paper's two-stage training protocol (SPEC section 6) as ready-to-run commands or JSON.
+r"""The paper's two-stage training protocol (Walker & Lyons, appendix C) as commands or JSON.
 
     python -m launch.sweep --stage 1 --data data/lichess_2025-03 > stage1.sh      # 1,728 runs
     python -m launch.sweep --stage 1 --families slice --sizes d128 --format json
@@ -339,7 +339,9 @@ def _shard(text: str) -> tuple[int, int]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(
     prog="python -m launch.sweep",
-    description="Stage-1 sweep and stage-2 retraining runs (SPEC section 6) as commands or JSON.",
+    description=(
+      "Stage-1 sweep and stage-2 retraining runs (Walker & Lyons, appendix C) as commands or JSON."
+    ),
   )
   mode = parser.add_mutually_exclusive_group(required=True)
   mode.add_argument("--stage", type=int, choices=(1, 2))

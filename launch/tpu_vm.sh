@@ -27,12 +27,13 @@ Subcommands:
              [--python python3.11] [--extra-pip "PKG ..."]
   sync-data  On every worker: gcloud storage rsync a prepared dataset to local disk.
              --from gs://BUCKET/PATH --to DIR (relative to --remote-dir, or absolute)
-  mount-bucket  On every worker: mount a bucket with Cloud Storage FUSE (gcsfuse), the shared
-             workdir a multi-host run needs.   --bucket NAME [--at DIR (default runs/gcs)]
+  mount-bucket  On every worker: mount a bucket with Cloud Storage FUSE (gcsfuse), for a shared
+             workdir as a path.   --bucket NAME [--at DIR (default runs/gcs)]
   run      Start training on every worker (nohup, background, log to runs/logs/NAME.log).
-             --family F --size S --workdir DIR [--log-name NAME]   EXTRA: chessjax.main flags
-             DIR is relative to --remote-dir; on a multi-host slice it must be shared storage
-             (e.g. under the mount-bucket directory), the same path on every worker.
+             --family F --size S --workdir DIR|gs://BUCKET/PATH [--log-name NAME]
+             EXTRA: chessjax.main flags. A gs:// workdir is written straight to the bucket (needs
+             gcsfs: setup --extra-pip gcsfs). DIR is relative to --remote-dir; on a multi-host
+             slice it must be shared storage (e.g. under the mount-bucket directory).
   tail     Show a log.             [--worker N (default 0)] [--log-name NAME] [--lines N] [--no-follow]
   status   Describe the TPU VM.    [--queued [--queued-id ID]] [--runs]
   stop     Stop a run everywhere.  --log-name NAME | --all
@@ -50,7 +51,7 @@ Options for every subcommand (environment variable in brackets):
 Examples:
   $PROG create --name cwm --zone ZONE --accelerator-type v4-32 --spot --queued
   $PROG setup --name cwm --zone ZONE --repo https://github.com/OWNER/chessjax.git
-  $PROG run --name cwm --zone ZONE --family slice --size d512 --workdir runs/gcs/slice_d512 \\
+  $PROG run --name cwm --zone ZONE --family slice --size d512 --workdir gs://BUCKET/runs/slice_d512 \\
       -- --config.data.train=data/lichess_2025-03
 EOF
 }
@@ -291,9 +292,9 @@ cmd_run() {
   [[ -n "$FAMILY" ]] || die_usage "run needs --family (e.g. slice)"
   [[ -n "$SIZE" ]] || die_usage "run needs --size (e.g. d512)"
   [[ -n "$WORKDIR" ]] || die_usage "run needs --workdir DIR"
-  # chessjax writes its workdir with local file APIs (pathlib), so a URL would become a local path.
-  [[ "$WORKDIR" != *://* ]] ||
-    die_usage "--workdir must be a path; mount the bucket (mount-bucket) and use a path under it"
+  # A gs:// workdir goes to chessjax as it is (etils.epath + gcsfs; orbax writes the bucket).
+  [[ "$WORKDIR" != *://* || "$WORKDIR" =~ ^gs://[a-z0-9][-a-z0-9_.]*[a-z0-9]/[^/] ]] ||
+    die_usage "--workdir must be a path or gs://BUCKET/PATH, not '$WORKDIR'"
   local name="${LOG_NAME:-$(basename "${WORKDIR%/}")}"
   check_log_name "$name"
   local -a train=(.venv/bin/python -m chessjax.main
@@ -302,6 +303,10 @@ cmd_run() {
   local log="runs/logs/$name.log" pid="runs/logs/$name.pid"
   local s
   s="set -euo pipefail; cd $(q "$REMOTE_DIR"); mkdir -p runs/logs"
+  if [[ "$WORKDIR" == gs://* ]]; then  # etils.epath reads and writes gs:// through gcsfs.
+    s+="; .venv/bin/python -c 'import gcsfs' 2>/dev/null ||"
+    s+=" { echo \"\$(hostname): a gs:// workdir needs gcsfs: setup --extra-pip gcsfs\" >&2; exit 1; }"
+  fi
   s+="; if [ -f $pid ] && kill -0 \"\$(cat $pid)\" 2>/dev/null;"
   s+=" then echo \"\$(hostname): $name is already running (pid \$(cat $pid))\" >&2; exit 1; fi"
   # A persistent compilation cache makes restarts (resume after preemption) start faster.

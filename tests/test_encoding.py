@@ -1,4 +1,5 @@
-"""Move ids and state labels against python-chess, the oracle (SPEC sections 1-2)."""
+"""Move ids and state labels against python-chess, the oracle (Walker & Lyons, section 2.3,
+appendix A.1)."""
 
 import bz2
 import random

@@ -173,6 +173,23 @@ def test_tpu_run_starts_chessjax_main_on_all_workers():
   assert "kill -0" in script  # Refuses to start a second copy of a live run.
 
 
+def test_tpu_run_writes_a_gs_workdir_straight_to_the_bucket():
+  (argv,) = dry(
+    TPU, "run", *COMMON, "--family", "slice", "--size", "d512",
+    "--workdir", "gs://my-bucket/runs/slice_d512", "--", "--config.data.train=data/lichess_2025-03",
+  )  # fmt: skip
+  assert "--worker=all" in argv
+  script = remote_script(argv)
+  words = shlex.split(script)
+  main = words.index("chessjax.main")
+  assert words[main + 2] == "--workdir=gs://my-bucket/runs/slice_d512"  # No mount, no rewrite.
+  assert ">> runs/logs/slice_d512.log 2>&1 < /dev/null &" in script  # Log name: the URL's tail.
+  assert "gcsfuse" not in script
+  # gcsfs (epath's gs:// backend) is checked before the run starts, with the fix in the message.
+  assert script.index("import gcsfs") < script.index("setsid nohup")
+  assert "setup --extra-pip gcsfs" in script
+
+
 def test_tpu_mount_bucket_on_all_workers():
   (argv,) = dry(TPU, "mount-bucket", *COMMON, "--bucket", "gs://my-bucket/")
   assert "--worker=all" in argv
@@ -193,8 +210,12 @@ def test_tpu_tail_status_stop_ssh_delete():
   assert "--worker=all" in runs and "kill -0" in remote_script(runs)
   (stop,) = dry(TPU, "stop", *COMMON, "--log-name", "slice_d512")
   assert "--worker=all" in stop and "kill -TERM" in remote_script(stop)
-  (ssh,) = dry(TPU, "ssh", *COMMON, "--worker", "all", "--", "python", "-m", "chessjax.evaluate")
-  assert remote_script(ssh).endswith("source .venv/bin/activate && python -m chessjax.evaluate")
+  (ssh,) = dry(
+    TPU, "ssh", *COMMON, "--worker", "all", "--", "python", "-m", "chessjax.world_model.evaluate"
+  )
+  assert remote_script(ssh).endswith(
+    "source .venv/bin/activate && python -m chessjax.world_model.evaluate"
+  )
   (delete,) = dry(TPU, "delete", *COMMON, "--queued")
   assert delete[3:7] == ["queued-resources", "delete", "cwm-test-qr", "--force"]
   assert "--quiet" not in delete  # gcloud asks before deleting unless --yes.
@@ -214,7 +235,11 @@ def test_tpu_tail_status_stop_ssh_delete():
     (["setup", *COMMON, "--copy", "--repo", "u"], "exclusive"),
     (["run", *COMMON, "--size", "d128", "--workdir", "w"], "needs --family"),
     (["run", *COMMON, "--family", "slice", "--size", "d128"], "needs --workdir"),
-    (["run", *COMMON, "--family", "s", "--size", "d", "--workdir", "gs://b/r"], "must be a path"),
+    (["run", *COMMON, "--family", "s", "--size", "d", "--workdir", "s3://b/r"], "gs://BUCKET/PATH"),
+    (
+      ["run", *COMMON, "--family", "s", "--size", "d", "--workdir", "gs://bucket"],
+      "gs://BUCKET/PATH",
+    ),
     (["mount-bucket", *COMMON], "needs --bucket"),
     (["tail", *COMMON, "--spot"], "does not apply to 'tail'"),
     (["tail", *COMMON, "--bogus"], "unknown option '--bogus'"),

@@ -9,12 +9,15 @@ import grain
 import numpy as np
 import pytest
 
-from chessjax.data import pipeline
+from chessjax.data import pipeline, plan
+from chessjax.data.plan import Batching
 from chessjax.data.records import encode_record
+from chessjax.data.rows import GameRows
 from chessjax.data.shards import DatasetWriter
 from chessjax.encoding import PAD_ID, START_ID, encode_game
 
 BUCKETS = (16, 32, 48, 64, 128, 256)
+ROWS = GameRows()
 WINDOW = 4  # Small windows so an epoch has several, plus a partial one.
 
 
@@ -56,7 +59,7 @@ def _kwargs(**kw):
 
 
 def _epoch(path, split, **kw):
-  return list(pipeline.make_batches(path, split, **_kwargs(num_epochs=1, **kw)))
+  return list(pipeline.make_batches(path, split, ROWS, **_kwargs(num_epochs=1, **kw)))
 
 
 def _same(a: list[dict], b: list[dict]) -> bool:
@@ -112,13 +115,13 @@ def test_padding_fraction(dataset):
   pad = sum((b["moves"] == PAD_ID).sum() for b in batches)
   total = sum(b["moves"].size for b in batches)
   planned = pipeline.epoch_padding_fraction(
-    path, "train", batch_size=8, seed=5, bucket_lengths=BUCKETS, window_batches=WINDOW
+    path, "train", ROWS, batch_size=8, seed=5, bucket_lengths=BUCKETS, window_batches=WINDOW
   )
   assert planned == pytest.approx(pad / total)
   # Sorting within windows beats one fixed length, and larger windows sort better.
-  single = pipeline.epoch_padding_fraction(path, "train", batch_size=8, bucket_lengths=(256,))
+  single = pipeline.epoch_padding_fraction(path, "train", ROWS, batch_size=8, bucket_lengths=(256,))
   whole = pipeline.epoch_padding_fraction(
-    path, "train", batch_size=8, bucket_lengths=BUCKETS, window_batches=None
+    path, "train", ROWS, batch_size=8, bucket_lengths=BUCKETS, window_batches=None
   )
   print(f"padding: one bucket {single:.3f}, window 4 {planned:.3f}, whole epoch {whole:.3f}")
   assert whole < planned < 0.6 * single
@@ -132,7 +135,7 @@ def test_same_seed_same_batches_other_seed_differs(dataset):
   assert not _same(a, c)
   assert [x["index"].tolist() for x in a] != [x["index"].tolist() for x in c]
   # Each epoch has its own permutation.
-  it = pipeline.make_batches(path, "train", **_kwargs(seed=3))
+  it = pipeline.make_batches(path, "train", ROWS, **_kwargs(seed=3))
   two = [next(it) for _ in range(2 * len(a))]
   assert _same(two[: len(a)], a)
   assert not _same(two[len(a) :], a)
@@ -166,14 +169,14 @@ def test_process_shards_disjoint_and_covering(dataset, drop_remainder):
 def test_resume_from_state_equals_continuation(dataset):
   path, _ = dataset
   steps = 32 + 3  # Past the first epoch boundary (32 batches per epoch).
-  full = pipeline.make_batches(path, "train", **_kwargs())
+  full = pipeline.make_batches(path, "train", ROWS, **_kwargs())
   expected = [next(full) for _ in range(steps + 10)]
-  it = pipeline.make_batches(path, "train", **_kwargs())
+  it = pipeline.make_batches(path, "train", ROWS, **_kwargs())
   for _ in range(steps):
     next(it)
   state = json.loads(json.dumps(it.get_state()))  # Checkpoints store it as JSON.
   assert state["next_batch"] == steps
-  resumed = pipeline.make_batches(path, "train", **_kwargs())
+  resumed = pipeline.make_batches(path, "train", ROWS, **_kwargs())
   resumed.set_state(state)
   assert _same([next(resumed) for _ in range(10)], expected[steps:])
   # set_state on a running iterator discards what it had prefetched.
@@ -183,25 +186,25 @@ def test_resume_from_state_equals_continuation(dataset):
 
 def test_state_from_another_plan_is_refused(dataset):
   path, _ = dataset
-  state = pipeline.make_batches(path, "train", **_kwargs()).get_state()
-  other = pipeline.make_batches(path, "train", **_kwargs(seed=6))
+  state = pipeline.make_batches(path, "train", ROWS, **_kwargs()).get_state()
+  other = pipeline.make_batches(path, "train", ROWS, **_kwargs(seed=6))
   with pytest.raises(ValueError, match="seed"):
     other.set_state(state)
-  other = pipeline.make_batches(path, "train", **_kwargs(batch_size=16))
+  other = pipeline.make_batches(path, "train", ROWS, **_kwargs(batch_size=16))
   with pytest.raises(ValueError, match="batch_size"):
     other.set_state(state)
 
 
 def test_resume_on_another_process_count(dataset):
   path, _ = dataset
-  one = pipeline.make_batches(path, "train", **_kwargs())
+  one = pipeline.make_batches(path, "train", ROWS, **_kwargs())
   for _ in range(5):
     next(one)
   state = one.get_state()
   expected = [next(one) for _ in range(3)]
   halves = []
   for p in range(2):
-    it = pipeline.make_batches(path, "train", **_kwargs(process_index=p, process_count=2))
+    it = pipeline.make_batches(path, "train", ROWS, **_kwargs(process_index=p, process_count=2))
     it.set_state(state)
     halves.append([next(it) for _ in range(3)])
   for whole, a, b in zip(expected, *halves, strict=True):
@@ -211,14 +214,14 @@ def test_resume_on_another_process_count(dataset):
 
 def test_grain_orbax_handler_round_trip(dataset, tmp_path):
   path, _ = dataset
-  it = pipeline.make_batches(path, "train", **_kwargs())
+  it = pipeline.make_batches(path, "train", ROWS, **_kwargs())
   assert isinstance(it, grain.DatasetIterator)
   for _ in range(4):
     next(it)
   grain.checkpoint.CheckpointHandler().save(tmp_path, item=it)
   expected = next(it)
   restored = grain.checkpoint.CheckpointHandler().restore(
-    tmp_path, item=pipeline.make_batches(path, "train", **_kwargs())
+    tmp_path, item=pipeline.make_batches(path, "train", ROWS, **_kwargs())
   )
   assert _same([next(restored)], [expected])
 
@@ -227,13 +230,13 @@ def test_grain_orbax_handler_round_trip(dataset, tmp_path):
 def test_resume_with_workers_and_worker_independence(dataset):
   path, _ = dataset
   reference = _epoch(path, "train")
-  it = pipeline.make_batches(path, "train", **_kwargs(num_epochs=1, worker_count=2))
+  it = pipeline.make_batches(path, "train", ROWS, **_kwargs(num_epochs=1, worker_count=2))
   try:
     head = [next(it) for _ in range(7)]
     state = json.loads(json.dumps(it.get_state()))
   finally:
     it.close()
-  resumed = pipeline.make_batches(path, "train", **_kwargs(num_epochs=1, worker_count=2))
+  resumed = pipeline.make_batches(path, "train", ROWS, **_kwargs(num_epochs=1, worker_count=2))
   try:
     resumed.set_state(state)
     tail = list(resumed)
@@ -242,7 +245,7 @@ def test_resume_with_workers_and_worker_independence(dataset):
   assert _same(head, reference[:7])  # Workers do not change the batches.
   assert _same(tail, reference[7:])
   # The state does not depend on the worker count either.
-  single = pipeline.make_batches(path, "train", **_kwargs(num_epochs=1))
+  single = pipeline.make_batches(path, "train", ROWS, **_kwargs(num_epochs=1))
   single.set_state(state)
   assert _same(list(single), reference[7:])
 
@@ -258,10 +261,10 @@ def test_truncation_keeps_prefix(dataset):
 
 
 def test_long_games_round_up_to_multiples_of_the_largest_bucket(dataset):
-  assert pipeline.bucket_length(1, (32, 64)) == 32
-  assert pipeline.bucket_length(64, (32, 64)) == 64
-  assert pipeline.bucket_length(65, (32, 64)) == 128
-  assert pipeline.bucket_length(200, (32, 64)) == 256
+  assert plan.bucket_length(1, (32, 64)) == 32
+  assert plan.bucket_length(64, (32, 64)) == 64
+  assert plan.bucket_length(65, (32, 64)) == 128
+  assert plan.bucket_length(200, (32, 64)) == 256
   path, games = dataset
   batches = _epoch(path, "train", bucket_lengths=(16, 32))
   lengths = {b["moves"].shape[1] for b in batches}
@@ -275,8 +278,8 @@ def test_eval_covers_every_game_once(dataset, sort_by_length):
   path, games = dataset
   kw = {"batch_size": 8, "bucket_lengths": BUCKETS, "sort_by_length": sort_by_length}
   # process_index/count default to JAX's (one CPU process).
-  batches = list(pipeline.make_eval_batches(path, "val", **kw))
-  assert _same(batches, list(pipeline.make_eval_batches(path, "val", **kw)))
+  batches = list(pipeline.make_eval_batches(path, "val", ROWS, **kw))
+  assert _same(batches, list(pipeline.make_eval_batches(path, "val", ROWS, **kw)))
   assert len(batches) == 5  # ceil(37 / 8)
   index = np.concatenate([b["index"] for b in batches])
   real = index[index >= 0]
@@ -300,7 +303,9 @@ def test_eval_covers_every_game_once(dataset, sort_by_length):
 def test_eval_process_shards(dataset):
   path, _ = dataset
   kw = {"batch_size": 8, "bucket_lengths": BUCKETS, "process_count": 4}
-  shards = [list(pipeline.make_eval_batches(path, "val", process_index=p, **kw)) for p in range(4)]
+  shards = [
+    list(pipeline.make_eval_batches(path, "val", ROWS, process_index=p, **kw)) for p in range(4)
+  ]
   assert len({len(s) for s in shards}) == 1
   real = [int(i) for s in shards for b in s for i in b["index"] if i >= 0]
   assert sorted(real) == list(range(37))
@@ -310,7 +315,7 @@ def test_eval_process_shards(dataset):
 
 def test_eval_max_games_is_a_prefix(dataset):
   path, games = dataset
-  batches = list(pipeline.make_eval_batches(path, "val", batch_size=8, max_games=11))
+  batches = list(pipeline.make_eval_batches(path, "val", ROWS, batch_size=8, max_games=11))
   index = np.concatenate([b["index"] for b in batches])
   assert len(batches) == 2 and sorted(index[index >= 0].tolist()) == list(range(11))
   for batch in batches:
@@ -324,23 +329,43 @@ def test_game_lengths_match_manifest(dataset):
     assert lengths.tolist() == [len(m) for m, _ in games[split]]
     manifest = json.loads((path / "manifest.json").read_text())
     assert int((lengths - 1).sum()) == manifest["splits"][split]["plies"]
+    # The manifest's lengths file and a scan of every record header agree.
+    assert manifest["splits"][split]["lengths"] == f"{split}-lengths.npy"
+    np.testing.assert_array_equal(pipeline._scan_lengths(path, split), lengths)
+
+
+def test_dataset_without_lengths_file_is_scanned(dataset, tmp_path):
+  """Datasets prepared before the manifest named a lengths file still load (by a scan)."""
+  import shutil
+
+  path, games = dataset
+  old = tmp_path / "old"
+  shutil.copytree(path, old)
+  manifest = json.loads((old / "manifest.json").read_text())
+  for info in manifest["splits"].values():
+    (old / info.pop("lengths")).unlink()
+  (old / "manifest.json").write_text(json.dumps(manifest))
+  lengths = pipeline.game_lengths(old, "train")
+  assert lengths.tolist() == [len(m) for m, _ in games["train"]]
 
 
 def test_bad_arguments_raise_clear_errors(dataset):
   path, _ = dataset
-  with pytest.raises(ValueError, match="divisible by process_count"):
-    pipeline.make_plan(path, "val", batch_size=6, process_index=0, process_count=4)
-  with pytest.raises(ValueError, match="make no batch"):
-    pipeline.make_plan(path, "val", batch_size=64, process_index=0, process_count=1)
-  with pytest.raises(ValueError, match="increasing"):
-    pipeline.make_plan(
-      path, "val", batch_size=8, bucket_lengths=(64, 32), process_index=0, process_count=1
+
+  def plan(process_count=1, **batching):
+    return pipeline.make_plan(
+      path, "val", ROWS, Batching(**batching), process_index=0, process_count=process_count
     )
+
+  with pytest.raises(ValueError, match="divisible by process_count"):
+    plan(batch_size=6, process_count=4)
+  with pytest.raises(ValueError, match="make no batch"):
+    plan(batch_size=64)
+  with pytest.raises(ValueError, match="increasing"):
+    plan(batch_size=8, bucket_lengths=(64, 32))
   with pytest.raises(KeyError, match="no split"):
     pipeline.game_lengths(path, "test")
-  plan = pipeline.make_plan(
-    path, "val", batch_size=8, num_epochs=2, process_index=0, process_count=1
-  )
+  plan = plan(batch_size=8, num_epochs=2)
   assert len(plan) == 2 * 4
   with pytest.raises(IndexError):
     plan.global_batch(len(plan))

@@ -52,7 +52,7 @@ def test_sample_dataset_matches_encoder_and_split_rule(tmp_path, sample_games_uc
   src = manifest["sources"][0]
   assert src["sha256"] == hashlib.sha256(SAMPLE_PGN.read_bytes()).hexdigest()
   assert src["bytes"] == SAMPLE_PGN.stat().st_size
-  # Every game lands in the split of its id's MD5 bucket (SPEC section 3).
+  # Every game lands in the split of its id's MD5 bucket (Walker & Lyons, appendix B.1).
   seen = 0
   long_games = iter(g for g in sample_games_uci if len(g) >= 20)
   for split in ("train", "validation", "test"):
@@ -317,3 +317,16 @@ def test_atomic_output_identical_for_any_worker_count(tmp_path, atomic_pgn):
   assert len(files) >= 4
   for name in files:
     assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes()
+
+
+def test_workers_start_by_spawn_not_fork(tmp_path, small_pgn, monkeypatch):
+  """Forking a process that has imported JAX can deadlock: workers are spawned."""
+  import multiprocessing
+
+  methods, real = [], multiprocessing.get_context
+  monkeypatch.setattr(
+    process_pgn.multiprocessing, "get_context", lambda m=None: methods.append(m) or real(m)
+  )
+  manifest = run("--pgn", small_pgn, "--out", tmp_path / "w2", "--workers", "2")
+  assert methods == ["spawn"]
+  assert sum(s["games"] for s in manifest["splits"].values()) > 0

@@ -15,20 +15,18 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from chessjax import optim, train
+from chessjax import evaluation, optim, train, workdir
+from chessjax.data import pipeline
+from chessjax.data.rows import GameRows
 from chessjax.models import FAMILIES, SIZES, abstract_model, count_params
 from configs import cwm
-from data_prep import process_pgn
 
 FAMILY = "gated_deltanet"  # Test family: small and quick to compile at smoke size.
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-  out = tmp_path_factory.mktemp("data") / "real"
-  args = ["--pgn", str(REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"), "--out", str(out)]
-  process_pgn.run(process_pgn.parse_args(args + ["--max-games", "200", "--val-fraction", "0.05"]))
-  return out
+def dataset(small_dataset):
+  return small_dataset
 
 
 def smoke_config(dataset, **train_overrides):
@@ -42,11 +40,7 @@ def smoke_config(dataset, **train_overrides):
 
 def subprocess_env(tmp_path, **extra):
   env = dict(os.environ)
-  env.update(
-    JAX_COMPILATION_CACHE_DIR=str(tmp_path.parent / "jax_cache"),
-    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-    PYTHONPATH=str(REPO),
-  )
+  env.update(PYTHONPATH=str(REPO))  # The compilation cache settings come from conftest.py.
   env.update(extra)
   return env
 
@@ -117,12 +111,12 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
   )
   assert reference["steps"] == 8 and reference["resumed_from"] == 0
   assert math.isfinite(reference["validation"]["loss"])
-  _, _, want, _ = train.restore_for_eval(tmp_path / "a")
+  want = workdir.restore(tmp_path / "a").state
 
   real_build = train.build
 
-  def crashing_build(config):  # The 7th step of this process dies, after the checkpoint at 4.
-    model, state, run = real_build(config)
+  def crashing_build(config, task=None):  # The 7th step of this process dies after step 4's save.
+    model, state, run = real_build(config, task)
     calls, step_fn = [0], run.train_step
 
     def step(state, batch):
@@ -146,7 +140,7 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
     smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b"
   )  # A finished run: nothing to train, the summary keeps its validation metrics.
   assert again["resumed_from"] == 8 and again["validation"]["loss"] == resumed["validation"]["loss"]
-  _, _, got, _ = train.restore_for_eval(tmp_path / "b")
+  got = workdir.restore(tmp_path / "b").state
   for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   assert json.loads((tmp_path / "b" / "config.json").read_text())["family"] == FAMILY
@@ -159,18 +153,17 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
   for path in latest.rglob("*"):
     if path.is_file() and path.stat().st_size > 0:
       path.write_bytes(b"\0" * path.stat().st_size)
-  _, _, _, step = train.restore_for_eval(tmp_path / "w")
-  assert step == 2
+  assert workdir.restore(tmp_path / "w").step == 2
   assert "unreadable" in caplog.text
 
 
 def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
   _, state, run = train.build(config)
-  it = train.pipeline.make_batches(
-    str(dataset), "train", batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
+  it = pipeline.make_batches(
+    str(dataset), "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )
-  batch = train.global_batch(next(it), run.data_sharding)
+  batch = evaluation.device_batch(next(it), run)
   state, out = run.train_step(state, batch)
   assert float(out["bad_batches"]) == 0
   # Non-finite parameters make the loss non-finite: the batch is skipped and counted.
@@ -187,43 +180,28 @@ def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
     train.train_and_evaluate(config, tmp_path / "nan")
 
 
-def run_losses(dataset, tmp_path, name, env_extra, steps=3):
-  """Runs `steps` training steps in a fresh process; returns the per-step losses."""
-  code = (
-    "import json, sys, jax\n"
-    "from configs import cwm\n"
-    "from chessjax import train\n"
-    f"c = cwm.get_config('family={FAMILY},size=d128,smoke=True')\n"
-    f"c.data.train = {str(dataset)!r}; c.data.bucket_lengths = (128,)\n"
-    "model, state, run = train.build(c)\n"
-    "it = train.pipeline.make_batches(c.data.train, 'train', batch_size=8, seed=0,"
-    " bucket_lengths=(128,), max_len=128)\n"
-    "losses = []\n"
-    f"for _ in range({steps}):\n"
-    "  state, out = run.train_step(state, train.global_batch(next(it), run.data_sharding))\n"
-    "  losses.append(float(out['loss']))\n"
-    "print(json.dumps({'devices': jax.device_count(), 'losses': losses}))\n"
+def run_losses(dataset, devices, steps=3) -> list[float]:
+  """Per-step losses of `steps` training steps, data parallel over `devices`."""
+  c = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
+  c.data.train, c.data.bucket_lengths = str(dataset), (128,)
+  _, state, run = train.build(c, devices=devices)
+  it = pipeline.make_batches(
+    c.data.train, "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )
-  proc = subprocess.run(
-    [sys.executable, "-c", code],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    env=subprocess_env(tmp_path, **env_extra),
-    timeout=600,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  losses = []
+  for _ in range(steps):
+    state, out = run.train_step(state, evaluation.device_batch(next(it), run))
+    losses.append(float(out["loss"]))
+  it.close()
+  return losses
 
 
 @pytest.mark.slow
-def test_data_parallel_on_four_devices_matches_one(dataset, tmp_path):
-  one = run_losses(dataset, tmp_path, "one", {})
-  four = run_losses(
-    dataset, tmp_path, "four", {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-  )
-  assert one["devices"] == 1 and four["devices"] == 4
-  np.testing.assert_allclose(four["losses"], one["losses"], rtol=2e-5)
+def test_data_parallel_on_four_devices_matches_one(dataset):
+  assert jax.device_count() >= 4, "conftest.py sets several virtual CPU devices"
+  one = run_losses(dataset, jax.devices()[:1])
+  four = run_losses(dataset, jax.devices()[:4])
+  np.testing.assert_allclose(four, one, rtol=2e-5)
 
 
 def free_port() -> int:
@@ -321,7 +299,43 @@ def test_kill_9_then_rerun_reaches_the_same_parameters(dataset, tmp_path):
   )
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert json.loads((work / "train_summary.json").read_text())["resumed_from"] >= 10
-  _, _, want, _ = train.restore_for_eval(tmp_path / "ref")
-  _, _, got, _ = train.restore_for_eval(work)
+  want = workdir.restore(tmp_path / "ref").state
+  got = workdir.restore(work).state
   for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_new_task_trains_without_touching_the_loop(dataset, tmp_path):
+  """`config.task` names a module outside chessjax (tests/tasks/next_move.py): the one training
+  loop runs its rows, loss and metrics, checkpoints it and restores it for evaluation."""
+  config = smoke_config(dataset, steps=12, checkpoint_every=12, eval_every=6)
+  config.task = "tasks.next_move"
+  config.optim.lr, config.optim.warmup_steps = 3e-3, 2
+  summary = train.train_and_evaluate(config, tmp_path / "lm")
+  assert summary["task"] == "tasks.next_move" and summary["steps"] == 12
+  val = summary["validation"]
+  # Chance is 1 / 20,482 moves: a few steps already learn common replies.
+  assert math.isfinite(val["loss"]) and val["loss"] < math.log(20482) and val["accuracy"] > 0.01
+  restored = workdir.restore(tmp_path / "lm")
+  assert restored.step == 12 and type(restored.task).__name__ == "NextMoveTask"
+  logits = restored.predict(jnp.zeros((1, 5), jnp.int32))
+  assert logits.shape == (1, 5, 20482)
+
+
+def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
+  """A run prints step, loss, tokens/s and time left between its log lines (here every step:
+  `progress_seconds=0`), and the `tensorboard` the README names reads its summaries."""
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+  config = smoke_config(dataset, steps=6, log_every=100, checkpoint_every=6, eval_every=6)
+  config.train.progress_seconds = 0.0
+  train.train_and_evaluate(config, tmp_path / "p")
+  lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step ")]
+  progress = [x for x in lines if "loss" in x and "tok/s" in x and "eta" in x]
+  assert len(progress) >= 5, lines
+  events = EventAccumulator(str(tmp_path / "p" / "tb"))
+  events.Reload()
+  tags = events.Tags()
+  assert {"train/loss", "train/tokens_per_s", "validation/exact_state"} <= set(tags["scalars"])
+  assert "validation/prefix_bins" in tags["images"]
+  assert [e.step for e in events.Scalars("train/loss")] == [6]

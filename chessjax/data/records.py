@@ -81,3 +81,12 @@ def decode_record(record: bytes) -> dict:
     "result": RESULTS[result],
     "plies": steps - 1,
   }
+
+
+def decode_moves(record: bytes) -> np.ndarray:
+  """The moves int32[steps] of a record alone (skips the state labels' XOR-delta decoding)."""
+  raw = _decompressor().decompress(record)
+  magic, steps, id_len, _ = _HEADER.unpack_from(raw)
+  if magic != MAGIC:
+    raise ValueError(f"not a chessjax game record (magic {magic!r})")
+  return np.frombuffer(raw, dtype="<u2", count=steps, offset=_HEADER.size + id_len).astype(np.int32)

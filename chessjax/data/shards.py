@@ -6,16 +6,19 @@ in when the whole run succeeds, so a killed run leaves no manifest and the next 
 directory starts over cleanly (stale staging files and unlisted shards are removed). An existing
 complete dataset is only replaced with `overwrite=True`.
 
-Layout: `DIR/{split}-{index:05d}.array_record`, each record a game from `chessjax.data.records`.
+Layout: `DIR/{split}-{index:05d}.array_record`, each record a game from `chessjax.data.records`,
+and `DIR/{split}-lengths.npy`, every game's steps (plies + 1) in record order (int32), so a loader
+plans batches without reading each record's header (minutes at 10M games).
 """
 
 import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 from array_record.python.array_record_module import ArrayRecordWriter
 
-from chessjax.files import write_json
+from chessjax.files import as_path, write_json
 
 MANIFEST = "manifest.json"
 FORMAT = "chessjax-games"
@@ -27,6 +30,25 @@ WRITER_OPTIONS = "group_size:1,uncompressed"
 
 def shard_name(split: str, index: int) -> str:
   return f"{split}-{index:05d}.array_record"
+
+
+def lengths_name(split: str) -> str:
+  return f"{split}-lengths.npy"
+
+
+def read_lengths(path, split_info: dict) -> np.ndarray:
+  """The steps of every game of a split from its lengths file (manifest entry `split_info`).
+
+  `path` is a dataset directory or URL (read through `etils.epath`)."""
+  file = as_path(path) / split_info["lengths"]
+  with file.open("rb") as f:
+    lengths = np.load(f, allow_pickle=False).astype(np.int32)
+  if len(lengths) != split_info["games"]:
+    raise ValueError(
+      f"{file} holds {len(lengths)} lengths for "
+      f"{split_info['games']} games: the dataset is damaged, prepare it again"
+    )
+  return lengths
 
 
 class DatasetWriter:
@@ -49,6 +71,7 @@ class DatasetWriter:
     self.staging.mkdir()
     self._writers: dict[str, ArrayRecordWriter] = {}
     self._shards: dict[str, list[dict]] = {}
+    self._steps: dict[str, list[int]] = {}
 
   def add(self, split: str, record: bytes, plies: int) -> None:
     shards = self._shards.setdefault(split, [])
@@ -59,6 +82,7 @@ class DatasetWriter:
       self._writers[split] = ArrayRecordWriter(str(self.staging / name), WRITER_OPTIONS)
       shards.append({"file": name, "games": 0, "plies": 0})
     self._writers[split].write(record)
+    self._steps.setdefault(split, []).append(plies + 1)
     shards[-1]["games"] += 1
     shards[-1]["plies"] += plies
 
@@ -72,9 +96,13 @@ class DatasetWriter:
         "games": sum(s["games"] for s in shards),
         "plies": sum(s["plies"] for s in shards),
         "shards": shards,
+        "lengths": lengths_name(split),
       }
       for split, shards in sorted(self._shards.items())
     }
+    for split, steps in self._steps.items():
+      np.save(self.staging / lengths_name(split), np.asarray(steps, dtype=np.int32))
+      os.replace(self.staging / lengths_name(split), self.out_dir / lengths_name(split))
     for shards in self._shards.values():
       for s in shards:
         os.replace(self.staging / s["file"], self.out_dir / s["file"])
@@ -100,7 +128,7 @@ def clear_incomplete(out_dir: Path) -> list[str]:
   if staging.exists():
     shutil.rmtree(staging)
     removed.append(STAGING)
-  for path in out_dir.glob("*.array_record"):
+  for path in [*out_dir.glob("*.array_record"), *out_dir.glob("*-lengths.npy")]:
     path.unlink()
     removed.append(path.name)
   for path in out_dir.glob(f".{MANIFEST}.tmp-*"):

@@ -1,4 +1,9 @@
-"""Reading a prepared dataset: its manifest, a grain random-access source, and `read_games`."""
+"""Reading a prepared dataset: its manifest, a grain random-access source, and `read_games`.
+
+A dataset path may be a local directory or a URL (`gs://bucket/data`): the manifest and lengths
+files are read through `etils.epath` (`chessjax.files.as_path`), and shard URLs are handed to
+grain's `ArrayRecordDataSource` unchanged (see `GameSource`).
+"""
 
 import json
 from collections.abc import Iterator
@@ -7,11 +12,12 @@ from pathlib import Path
 import grain.python as grain
 
 from chessjax.data import records, shards
+from chessjax.files import as_path, is_url
 
 
 def read_manifest(path) -> dict:
   """The manifest of a complete dataset directory (raises with a clear message otherwise)."""
-  manifest_path = Path(path) / shards.MANIFEST
+  manifest_path = as_path(path) / shards.MANIFEST
   if not manifest_path.exists():
     raise FileNotFoundError(
       f"{path} is not a prepared dataset (no {shards.MANIFEST}); "
@@ -41,11 +47,19 @@ def shard_paths(path, split: str | None = None) -> list[str]:
   if split is not None and split not in splits:
     raise KeyError(f"{path} has no split {split!r}; it has {sorted(splits)}")
   names = [split] if split is not None else list(splits)
-  return [str(Path(path) / s["file"]) for name in names for s in splits[name]["shards"]]
+  # Local shard paths stay as given (relative or not); URLs are joined by epath.
+  base = as_path(path) if is_url(path) else Path(path)
+  return [str(base / s["file"]) for name in names for s in splits[name]["shards"]]
 
 
 class GameSource(grain.RandomAccessDataSource):
-  """Random access to the games of a dataset split: `source[i]` is a decoded game dict."""
+  """Random access to the games of a dataset split: `source[i]` is a decoded game dict.
+
+  The shard paths go to `grain.ArrayRecordDataSource` as strings, URLs unchanged: array_record
+  opens `gs://` shards itself (its PyPI wheel carries riegeli's GCS reader). That path
+  is not tested offline: array_record reads only local files and GCS, never fsspec's `memory://`,
+  so the tests read shards from a local dataset and a URL dataset's manifest and lengths only.
+  """
 
   def __init__(self, path, split: str | None = None):
     self.path, self.split = str(path), split

@@ -2,8 +2,9 @@
 
 The released configuration is flash-linear-attention's `GatedDeltaNetForCausalLM` (layer
 `fla.layers.GatedDeltaNet`, chunk mode, qk L2-norm in the kernel, output gate, short conv 4) with
-head dim K = 48, expand_v = 2 (V = 96) and the Transformer's head schedule (SPEC section 5.3;
-Yang, Kautz & Hatamizadeh, ICLR 2025; negative eigenvalues: Grazzi et al., ICLR 2025).
+head dim K = 48, expand_v = 2 (V = 96) and the Transformer's head schedule (Walker & Lyons,
+Chess-World-Model, appendix B.2; Yang, Kautz & Hatamizadeh, "Gated Delta Networks", ICLR 2025;
+negative eigenvalues: Grazzi et al., ICLR 2025).
 
 Block (pre-norm, no dropout anywhere):  h += GDN(RMSNorm(h));  h += down(silu(gate(x)) * up(x)),
 x = RMSNorm(h), MLP width I = 256 ceil(floor(8d/3) / 256), no biases; final RMSNorm; eps 1e-6.
@@ -21,7 +22,7 @@ The recurrence itself is `chessjax.ops.delta_rule.gated_delta_rule` (chunked WY/
 `mixer_impl="fast"`, a scan over steps for `"sequential"`). Inits as the reference's
 `_init_weights`: every Linear, Conv and the embedding N(0, 0.02), head N(0, 0.02) with bias 0,
 RMSNorm weights 1, A_log = log U(0, 16), dt_bias = softplus^-1(dt) with
-dt = exp(U(log 1e-3, log 1e-1)) clamped >= 1e-4.
+dt = exp(U(log 1e-3, log 1e-1)) clamped >= 1e-4 (`layers.inverse_softplus_dt_init`).
 
 Weight decay: the reference excludes A_log and dt_bias (`_no_weight_decay`). Here they are
 `layers.NoWeightDecay` variables, a subclass of `nnx.Param` (so they train and are counted as
@@ -31,9 +32,9 @@ usual); `chessjax.optim.decay_mask(nnx.state(model, nnx.Param))` gives the match
 `dtype="bfloat16"` runs the Linear matmuls inside the blocks in bfloat16 (parameters stay float32);
 the embedding, norms, conv, recurrence (state and decays), residual stream and head stay float32.
 
-Streaming: `init_state(batch)` and `step(state, move_ids_B) -> (state, logits_B)` carry, per layer,
-the last `conv_size - 1` projected q/k/v inputs and the float32 recurrent state; feeding a game one
-move at a time gives the logits of the parallel forward.
+Streaming: `init_state(batch)` and `step(state, tokens_B) -> (state, h_BD)` carry, per layer, the
+last `conv_size - 1` projected q/k/v inputs and the float32 recurrent state; feeding a game one
+move at a time gives the hidden states of the parallel forward.
 """
 
 import dataclasses
@@ -43,12 +44,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax.models import SIZES, layers
+from chessjax.models import layers
+from chessjax.models.registry import SIZES
 from chessjax.ops import delta_rule
 
 FAMILIES = ("gated_deltanet", "gated_deltanet_pos")
 MIXER_IMPLS = {"fast": "chunked", "sequential": "sequential"}
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,16 +105,7 @@ def _a_log_init(key, shape, dtype=jnp.float32):
   return jnp.log(jax.random.uniform(key, shape, dtype, 0.0, 16.0))
 
 
-def _dt_bias_init(key, shape, dtype=jnp.float32):
-  lo, hi = math.log(1e-3), math.log(1e-1)
-  dt = jnp.maximum(jnp.exp(jax.random.uniform(key, shape, dtype, lo, hi)), 1e-4)
-  # softplus^-1(dt) = dt + log(1 - exp(-dt)), written with expm1 for accuracy at small dt.
-  return dt + jnp.log(-jnp.expm1(-dt))
-
-
-def _rms_norm(x, weight, eps):
-  x32 = x.astype(jnp.float32)
-  return x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps) * weight
+_dt_bias_init = layers.inverse_softplus_dt_init(1e-3, 1e-1, 1e-4)
 
 
 def _l2_normalize(x, eps):
@@ -129,16 +122,16 @@ class ShortConv(nnx.Module):
     self.width = width
     self.kernel = nnx.Param(init(rngs.params(), (width, channels), jnp.float32))
 
-  def __call__(self, x_BTC):
+  def __call__(self, x_BTF):
     """Causal conv of a whole sequence (zero history)."""
-    t = x_BTC.shape[1]
-    xp = jnp.pad(x_BTC, [(0, 0), (self.width - 1, 0), (0, 0)])
+    t = x_BTF.shape[1]
+    xp = jnp.pad(x_BTF, [(0, 0), (self.width - 1, 0), (0, 0)])
     y = sum(self.kernel[i] * xp[:, i : i + t] for i in range(self.width))
     return jax.nn.silu(y)
 
-  def step(self, cache_BWC, x_BC):
+  def step(self, cache_BWF, x_BF):
     """One step from the last W-1 inputs; returns (new cache, output)."""
-    window = jnp.concatenate([cache_BWC, x_BC[:, None]], axis=1)
+    window = jnp.concatenate([cache_BWF, x_BF[:, None]], axis=1)
     y = jnp.einsum("bwc,wc->bc", window, self.kernel[...])
     return window[:, 1:], jax.nn.silu(y)
 
@@ -189,7 +182,7 @@ class GatedDeltaNetMixer(nnx.Module):
     """W_o(RMSNorm_V(o) * w * silu(W_g x)) for o [..., H, V]."""
     cfg = self.cfg
     gate = self.g_proj(x).astype(jnp.float32).reshape(o.shape)
-    y = _rms_norm(o, self.o_norm[...], cfg.norm_eps) * jax.nn.silu(gate)
+    y = layers.rms_norm(o, self.o_norm[...], cfg.norm_eps) * jax.nn.silu(gate)
     return self.o_proj(y.reshape(*y.shape[:-2], -1)).astype(jnp.float32)
 
   def __call__(self, x_BTD):
@@ -229,71 +222,65 @@ class GatedDeltaNetMixer(nnx.Module):
     return new_state, self._output(x_BD, o)
 
 
-class GatedMLP(nnx.Module):
-  """down(silu(gate(x)) * up(x)), no biases (fla's `GatedMLP` with swish)."""
-
-  def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
-    init = nnx.initializers.normal(cfg.init_std)
-    mm = DTYPES[cfg.dtype]
-    i = cfg.intermediate
-    kw = {"rngs": rngs, "use_bias": False, "kernel_init": init, "dtype": mm}
-    self.gate_proj = layers.torch_linear(cfg.d, i, **kw)
-    self.up_proj = layers.torch_linear(cfg.d, i, **kw)
-    self.down_proj = layers.torch_linear(i, cfg.d, **kw)
-
-  def __call__(self, x):
-    return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x)).astype(jnp.float32)
-
-
-class Block(nnx.Module):
-  """Pre-norm residual block: h += GDN(RMSNorm(h)); h += MLP(RMSNorm(h))."""
-
-  def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
-    self.attn_norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.mixer = GatedDeltaNetMixer(cfg, rngs=rngs)
-    self.mlp_norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.mlp = GatedMLP(cfg, rngs=rngs)
-
-  def __call__(self, h):
-    h = h + self.mixer(self.attn_norm(h))
-    return h + self.mlp(self.mlp_norm(h))
-
-  def step(self, state, h):
-    state, y = self.mixer.step(state, self.attn_norm(h))
-    h = h + y
-    return state, h + self.mlp(self.mlp_norm(h))
+def gated_mlp(cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs) -> layers.GatedMLP:
+  """down(silu(gate(x)) * up(x)), no biases, N(0, init_std) kernels (fla's `GatedMLP`, swish)."""
+  init = nnx.initializers.normal(cfg.init_std)
+  return layers.GatedMLP(
+    cfg.d,
+    cfg.intermediate,
+    rngs=rngs,
+    layout="split",
+    use_bias=False,
+    kernel_init=init,
+    out_kernel_init=init,
+    dtype=DTYPES[cfg.dtype],
+  )
 
 
-class Model(nnx.Module):
-  """Embedding -> Gated DeltaNet blocks -> RMSNorm -> 1878-wide state head."""
+def block(cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
+  """Pre-norm residual block: h += GDN(RMSNorm(h)); h += MLP(RMSNorm(h)); no dropout."""
+  attn_norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  mixer = GatedDeltaNetMixer(cfg, rngs=rngs)
+  mlp_norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  return layers.ResidualBlock(attn_norm, mixer, mlp_norm, gated_mlp(cfg, rngs=rngs))
 
-  def __init__(self, cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs):
+
+def head_options(cfg: GatedDeltaNetConfig) -> dict:
+  """Output head as the reference's `_init_weights`: N(0, init_std) kernel, zero bias, float32."""
+  return {
+    "kernel_init": nnx.initializers.normal(cfg.init_std),
+    "bias_init": nnx.initializers.zeros_init(),
+  }
+
+
+class Backbone(nnx.Module):
+  """Embedding -> Gated DeltaNet blocks -> RMSNorm: int32[B, T] -> float32[B, T, D]."""
+
+  def __init__(self, cfg: GatedDeltaNetConfig, *, vocab_size: int, rngs: nnx.Rngs):
     self.cfg = cfg
-    init = nnx.initializers.normal(cfg.init_std)
-    self.embed = layers.move_embedding(cfg.d, rngs=rngs, stddev=cfg.init_std)
-    self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
+    self.embed = layers.embedding(vocab_size, cfg.d, rngs=rngs, stddev=cfg.init_std)
+    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
     self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.head = layers.state_head(
-      cfg.d, rngs=rngs, kernel_init=init, bias_init=nnx.initializers.zeros_init()
-    )
 
-  def __call__(self, moves_BT, *, train: bool = False):
-    """Logits float[B, T, 1878] for right-padded move ids int32[B, T] (`train` is unused)."""
+  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
+    """h float32[B, T, D] after the final norm, or (h, layers + 1 residual streams)."""
     del train  # no dropout in this family
-    h = self.embed(moves_BT).astype(jnp.float32)
-    for block in self.blocks:
-      h = block(h)
-    return self.head(self.norm(h))
+    h = self.embed(tokens_BT).astype(jnp.float32)
+    hiddens = [h]
+    for blk in self.blocks:
+      h = blk(h)
+      hiddens.append(h)
+    return (self.norm(h), hiddens) if return_hiddens else self.norm(h)
 
   def init_state(self, batch: int):
     """Streaming state before the first token: one dict per layer (see `step`)."""
-    return [block.mixer.init_state(batch) for block in self.blocks]
+    return [blk.init_state(batch) for blk in self.blocks]
 
-  def step(self, state, move_ids_B):
-    """Consumes one move id per game; returns (new state, logits float[B, 1878])."""
-    h = self.embed(move_ids_B).astype(jnp.float32)
+  def step(self, state, tokens_B):
+    """Consumes one token per sequence; returns (new state, h float32[B, D])."""
+    h = self.embed(tokens_B).astype(jnp.float32)
     new_state = []
-    for block, s in zip(self.blocks, state, strict=True):
-      s, h = block.step(s, h)
+    for blk, s in zip(self.blocks, state, strict=True):
+      s, h = blk.step(s, h)
       new_state.append(s)
-    return new_state, self.head(self.norm(h))
+    return new_state, self.norm(h)

@@ -1,4 +1,5 @@
-"""Building blocks shared by the model families: PyTorch-compatible inits, RMSNorm, embedding, head.
+"""Building blocks shared by the model families: PyTorch-compatible inits, matmul dtypes, RMSNorm,
+the gated MLP, the embedding and the pre-norm residual block every family stacks.
 
 PyTorch's defaults differ from Flax's, and parameter-for-parameter faithfulness to the released
 models needs them: `nn.Linear` draws weights from kaiming-uniform(a=sqrt 5), which is
@@ -6,11 +7,14 @@ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and biases from the same range; `nn.Embeddin
 Flax kernels are laid out (in, out), the transpose of torch's (out, in).
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax import encoding, labels
+# Config `dtype` string -> the dtype the Linear matmuls run in (parameters always stay float32).
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 # torch kaiming_uniform_(a=sqrt(5)) on a (out, in) weight: bound = 1 / sqrt(fan_in).
 torch_kernel_init = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
@@ -72,11 +76,11 @@ def torch_linear(
   )
 
 
-def move_embedding(d: int, *, rngs: nnx.Rngs, stddev: float = 1.0) -> nnx.Embed:
-  """Embedding of the 20,482 move ids (START and PAD rows learned too), N(0, stddev^2) init
-  (torch `nn.Embedding` default: stddev 1)."""
+def embedding(vocab_size: int, d: int, *, rngs: nnx.Rngs, stddev: float = 1.0) -> nnx.Embed:
+  """Token embedding (for moves: the 20,482 move ids, START and PAD rows learned too), N(0,
+  stddev^2) init (torch `nn.Embedding` default: stddev 1)."""
   return nnx.Embed(
-    encoding.MOVE_VOCAB_SIZE,
+    vocab_size,
     d,
     embedding_init=nnx.initializers.normal(stddev),
     param_dtype=jnp.float32,
@@ -84,11 +88,128 @@ def move_embedding(d: int, *, rngs: nnx.Rngs, stddev: float = 1.0) -> nnx.Embed:
   )
 
 
-def state_head(d: int, *, rngs: nnx.Rngs, kernel_init=None, bias_init=None, dtype=None):
-  """The dense `d -> 1878` output head (SPEC section 4), with bias."""
-  return torch_linear(
-    d, labels.HEAD_DIM, rngs=rngs, kernel_init=kernel_init, bias_init=bias_init, dtype=dtype
-  )
+def inverse_softplus_dt_init(dt_min: float = 1e-3, dt_max: float = 1e-1, floor: float = 1e-4):
+  """Init of a dt bias: softplus^-1(dt), dt = exp(U(log dt_min, log dt_max)) clamped >= floor.
+
+  The time-step init of Mamba (Gu & Dao; Dao & Gu, Mamba-2) reused by Gated DeltaNet (Yang et al.,
+  Gated Delta Networks): softplus(dt_bias) starts log-uniform over two decades of time scales.
+  """
+  lo, hi = math.log(dt_min), math.log(dt_max)
+
+  def init(key, shape, dtype=jnp.float32):
+    dt = jnp.maximum(jnp.exp(jax.random.uniform(key, shape, dtype, lo, hi)), floor)
+    # softplus^-1(dt) = dt + log(1 - exp(-dt)), written with expm1 for accuracy at small dt.
+    return dt + jnp.log(-jnp.expm1(-dt))
+
+  return init
+
+
+def rms_norm(x, weight, eps: float):
+  """x / sqrt(mean(x^2) + eps) * weight over the last axis, computed in float32."""
+  x = x.astype(jnp.float32)
+  return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+class RMSNorm(nnx.Module):
+  """`rms_norm` with a learned weight (init 1); returns float32 (mamba_ssm's / fla's RMSNorm).
+
+  The Transformer, SLiCE and Gated DeltaNet blocks use `nnx.RMSNorm` instead and must keep it:
+  its constructor draws an rng key (for the ones init), so swapping it for this class would shift
+  every later draw and change those families' initial values; and it computes x * (rsqrt * w)
+  rather than (x * rsqrt) * w, which differs in the last bit.
+  """
+
+  def __init__(self, dim: int, eps: float):
+    self.weight = nnx.Param(jnp.ones((dim,), jnp.float32))
+    self.eps = eps
+
+  def __call__(self, x):
+    return rms_norm(x, self.weight[...], self.eps)
+
+
+class GatedMLP(nnx.Module):
+  """out(act(gate) * value): the gated MLP of the Transformer (SwiGLU), Gated DeltaNet and Mamba.
+
+  The families differ only in layout and inits, kept so their parameters stay the released ones:
+
+  * `layout="gate_value"`: one fused input Linear `fc_in` d -> 2 hidden, gate half first (the
+    Transformer); `"value_gate"`: the same, value half first (mamba_ssm's GatedMLP);
+    `"split"`: two Linears `fc_gate`, `fc_up` d -> hidden, created in that order (fla's GatedMLP).
+  * `fc_out` hidden -> d. Biases, kernel inits and matmul dtype as given (torch defaults if None).
+  """
+
+  LAYOUTS = ("gate_value", "value_gate", "split")
+
+  def __init__(
+    self,
+    d: int,
+    hidden: int,
+    *,
+    rngs: nnx.Rngs,
+    layout: str = "gate_value",
+    use_bias: bool = True,
+    kernel_init=None,
+    out_kernel_init=None,
+    dtype=None,
+  ):
+    if layout not in self.LAYOUTS:
+      raise ValueError(f"layout must be one of {self.LAYOUTS}, got {layout!r}")
+    self.layout = layout
+    kw = {"rngs": rngs, "use_bias": use_bias, "dtype": dtype}
+    if layout == "split":
+      self.fc_gate = torch_linear(d, hidden, kernel_init=kernel_init, **kw)
+      self.fc_up = torch_linear(d, hidden, kernel_init=kernel_init, **kw)
+    else:
+      self.fc_in = torch_linear(d, 2 * hidden, kernel_init=kernel_init, **kw)
+    self.fc_out = torch_linear(hidden, d, kernel_init=out_kernel_init, **kw)
+
+  def __call__(self, x):
+    if self.layout == "split":
+      gate, value = self.fc_gate(x), self.fc_up(x)
+    elif self.layout == "gate_value":
+      gate, value = jnp.split(self.fc_in(x), 2, axis=-1)
+    else:
+      value, gate = jnp.split(self.fc_in(x), 2, axis=-1)
+    return self.fc_out(jax.nn.silu(gate) * value).astype(jnp.float32)
+
+
+class ResidualBlock(nnx.Module):
+  """The pre-norm residual block of every family (cf. recurrentgemma's `ResidualBlock`):
+
+      h += Drop(mixer(norm1(h)));    h += Drop(mlp(norm2(h)))      (residual stream float32)
+
+  The submodules are built by the family, in its own order (the order decides which rng key
+  each one draws, hence the initial values), and handed in. `drop` is None for families without
+  residual dropout. `mixer(x, train=...)` is passed `train` only if `mixer_takes_train` (the
+  Transformer's attention dropout); a mixer with `init_state`/`step` makes the block streamable.
+  """
+
+  def __init__(self, norm1, mixer, norm2, mlp, drop=None, *, mixer_takes_train: bool = False):
+    self.norm1 = norm1
+    self.mixer = mixer
+    self.norm2 = norm2
+    self.mlp = mlp
+    self.drop = drop
+    self.mixer_takes_train = mixer_takes_train
+
+  def _drop(self, x, train: bool):
+    x = x.astype(jnp.float32)
+    return x if self.drop is None else self.drop(x, deterministic=not train)
+
+  def __call__(self, h_BTD, *, train: bool = False):
+    x = self.norm1(h_BTD)
+    y = self.mixer(x, train=train) if self.mixer_takes_train else self.mixer(x)
+    h_BTD = h_BTD + self._drop(y, train)
+    return h_BTD + self._drop(self.mlp(self.norm2(h_BTD)), train)
+
+  def init_state(self, batch: int):
+    return self.mixer.init_state(batch)
+
+  def step(self, state, h_BD):
+    """One token (no dropout): returns (new mixer state, h [B, D])."""
+    state, y = self.mixer.step(state, self.norm1(h_BD))
+    h_BD = h_BD + y.astype(jnp.float32)
+    return state, h_BD + self.mlp(self.norm2(h_BD)).astype(jnp.float32)
 
 
 class NoWeightDecay(nnx.Param):

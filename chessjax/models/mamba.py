@@ -1,4 +1,5 @@
-"""Mamba-2 (ablation) and Mamba-3 (main, SISO or MIMO) world models (SPEC 5.4).
+"""Mamba-2 (ablation) and Mamba-3 (main, SISO or MIMO) backbones (Walker & Lyons,
+Chess-World-Model, appendix B.2).
 
 Backbone (mamba_ssm `modules/block.py` with `residual_in_fp32=True`, as the released
 Chess-World-Model `models/mamba.py` builds it), residual stream r in float32, RMSNorm eps 1e-5:
@@ -6,7 +7,7 @@ Chess-World-Model `models/mamba.py` builds it), residual stream r in float32, RM
     r = Drop(Embed(moves))                         dropout on the embedding only
     per layer:  r = r + Mixer(RMSNorm(r))
                 r = r + fc2(y * silu(gate)),  [y, gate] = fc1(RMSNorm(r))   fc1 d -> 8d, no biases
-    logits = Head(RMSNorm(r))
+    out = RMSNorm(r)                               (then the head, `chessjax.models.heads`)
 
 Mamba-2 mixer (Dao & Gu 2024; mamba_ssm `modules/mamba2.py`), inner width 2d, H = 2d/64 heads of
 P = 64, state N = 128, one group:
@@ -30,7 +31,8 @@ Mamba-3 mixer (Lahoti et al. 2026; mamba_ssm `modules/mamba3.py`), no conv, rank
 
 The released MIMO kernel rotates the pairs (i, i + N/2) instead of adjacent ones; with the
 per-dimension B/C projections, norm weights and biases all initialised identically, that is a
-fixed permutation of the state dimensions, so the SPEC's adjacent layout describes the same model.
+fixed permutation of the state dimensions, so the adjacent layout of the Mamba-3 paper describes
+the same model.
 
 Inits (mamba_ssm `_init_weights` applied to the whole model): embedding N(0, 0.02); every Linear
 bias (the head's) zero; out_proj and fc2 kaiming-uniform(a=sqrt 5) / sqrt(2 L); other Linear and
@@ -46,13 +48,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax import encoding
-from chessjax.models import SIZES, layers
+from chessjax.models import layers
+from chessjax.models.registry import SIZES
 from chessjax.ops import ssd
 
 VARIANTS = ("mamba2", "mamba3")
 MIXER_IMPLS = {"fast": "chunked", "sequential": "sequential"}
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +82,6 @@ class MambaConfig:
   dt_init_floor: float = 1e-4
   a_init_range: tuple[float, float] = (1.0, 16.0)  # Mamba-2
   a_floor: float = 1e-4  # Mamba-3
-  vocab_size: int = encoding.MOVE_VOCAB_SIZE
   dtype: str = "float32"  # matmul dtype; state, decays, angles and residual stay float32
 
   def __post_init__(self):
@@ -150,10 +151,8 @@ def _uniform(bound: float):
 
 def _dt_bias(key, heads: int, cfg: MambaConfig) -> jax.Array:
   """softplus^-1 of dt ~ exp(U(log dt_min, log dt_max)), clamped >= dt_init_floor."""
-  lo, hi = math.log(cfg.dt_min), math.log(cfg.dt_max)
-  dt = jnp.exp(jax.random.uniform(key, (heads,), jnp.float32, lo, hi))
-  dt = jnp.maximum(dt, cfg.dt_init_floor)
-  return dt + jnp.log(-jnp.expm1(-dt))
+  init = layers.inverse_softplus_dt_init(cfg.dt_min, cfg.dt_max, cfg.dt_init_floor)
+  return init(key, (heads,), jnp.float32)
 
 
 def _out_init(cfg: MambaConfig):
@@ -165,32 +164,20 @@ def _out_init(cfg: MambaConfig):
 # Modules
 
 
-class RMSNorm(nnx.Module):
-  """x / sqrt(mean(x^2) + eps) * weight, computed in float32 (returns float32)."""
-
-  def __init__(self, dim: int, eps: float):
-    self.weight = nnx.Param(jnp.ones((dim,), jnp.float32))
-    self.eps = eps
-
-  def __call__(self, x):
-    x = x.astype(jnp.float32)
-    x = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + self.eps)
-    return x * self.weight[...]
+RMSNorm = layers.RMSNorm  # float32 in and out, weight init 1, draws no rng key
 
 
-class GatedMLP(nnx.Module):
+def gated_mlp(cfg: MambaConfig, *, rngs: nnx.Rngs) -> layers.GatedMLP:
   """mamba_ssm GatedMLP: fc2(y * silu(gate)), [y, gate] = fc1(x) (value first), no biases."""
-
-  def __init__(self, cfg: MambaConfig, *, rngs: nnx.Rngs):
-    cdt = DTYPES[cfg.dtype]
-    self.fc1 = layers.torch_linear(cfg.d, 2 * cfg.hidden, use_bias=False, rngs=rngs, dtype=cdt)
-    self.fc2 = layers.torch_linear(
-      cfg.hidden, cfg.d, use_bias=False, kernel_init=_out_init(cfg), rngs=rngs, dtype=cdt
-    )
-
-  def __call__(self, x):
-    y, gate = jnp.split(self.fc1(x), 2, axis=-1)
-    return self.fc2(y * jax.nn.silu(gate))
+  return layers.GatedMLP(
+    cfg.d,
+    cfg.hidden,
+    rngs=rngs,
+    layout="value_gate",
+    use_bias=False,
+    out_kernel_init=_out_init(cfg),
+    dtype=DTYPES[cfg.dtype],
+  )
 
 
 class Mamba2Mixer(nnx.Module):
@@ -374,65 +361,53 @@ class Mamba3Mixer(nnx.Module):
     return (theta, trap), self._output(y, v, z)
 
 
-class Block(nnx.Module):
-  """Pre-norm residual block: mixer then gated MLP, residual stream in float32."""
-
-  def __init__(self, cfg: MambaConfig, *, rngs: nnx.Rngs):
-    self.cdt = DTYPES[cfg.dtype]
-    self.norm = RMSNorm(cfg.d, cfg.norm_eps)
-    mixer_cls = Mamba2Mixer if cfg.variant == "mamba2" else Mamba3Mixer
-    self.mixer = mixer_cls(cfg, rngs=rngs)
-    self.norm2 = RMSNorm(cfg.d, cfg.norm_eps)
-    self.mlp = GatedMLP(cfg, rngs=rngs)
-
-  def _mlp(self, r):
-    return r + self.mlp(self.norm2(r).astype(self.cdt)).astype(jnp.float32)
-
-  def __call__(self, r):
-    r = r + self.mixer(self.norm(r).astype(self.cdt)).astype(jnp.float32)
-    return self._mlp(r)
-
-  def step(self, state, r):
-    state, out = self.mixer.step(state, self.norm(r).astype(self.cdt))
-    return state, self._mlp(r + out.astype(jnp.float32))
+def block(cfg: MambaConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
+  """Pre-norm residual block: mixer then gated MLP, residual stream in float32, no dropout."""
+  norm1 = RMSNorm(cfg.d, cfg.norm_eps)
+  mixer = (Mamba2Mixer if cfg.variant == "mamba2" else Mamba3Mixer)(cfg, rngs=rngs)
+  norm2 = RMSNorm(cfg.d, cfg.norm_eps)
+  return layers.ResidualBlock(norm1, mixer, norm2, gated_mlp(cfg, rngs=rngs))
 
 
-class Model(nnx.Module):
-  """Mamba-2 / Mamba-3 world model: moves int32[B, T] -> logits float32[B, T, 1878]."""
+def head_options(cfg: MambaConfig) -> dict:
+  """Output head as mamba_ssm's `_init_weights`: torch-default kernel, zero bias; matmul dtype."""
+  return {"bias_init": nnx.initializers.zeros_init(), "dtype": DTYPES[cfg.dtype]}
 
-  def __init__(self, cfg: MambaConfig, *, rngs: nnx.Rngs):
+
+class Backbone(nnx.Module):
+  """Mamba-2 / Mamba-3 backbone: token ids int32[B, T] -> h float32[B, T, D] (after final norm)."""
+
+  def __init__(self, cfg: MambaConfig, *, vocab_size: int, rngs: nnx.Rngs):
     self.cfg = cfg
-    cdt = DTYPES[cfg.dtype]
     self.embed = nnx.Embed(
-      cfg.vocab_size, cfg.d, embedding_init=nnx.initializers.normal(0.02), rngs=rngs
+      vocab_size, cfg.d, embedding_init=nnx.initializers.normal(0.02), rngs=rngs
     )
     self.dropout = nnx.Dropout(cfg.dropout, rngs=rngs)
-    self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
+    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
     self.final_norm = RMSNorm(cfg.d, cfg.norm_eps)
-    self.head = layers.state_head(
-      cfg.d, rngs=rngs, bias_init=nnx.initializers.zeros_init(), dtype=cdt
-    )
 
-  def __call__(self, moves_BT, *, train: bool = False):
-    r = self.dropout(self.embed(moves_BT).astype(jnp.float32), deterministic=not train)
-    for block in self.blocks:
-      r = block(r)
-    logits = self.head(self.final_norm(r).astype(DTYPES[self.cfg.dtype]))
-    return logits.astype(jnp.float32)
+  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
+    """h float32[B, T, D] after the final norm, or (h, layers + 1 residual streams)."""
+    r = self.dropout(self.embed(tokens_BT).astype(jnp.float32), deterministic=not train)
+    hiddens = [r]
+    for blk in self.blocks:
+      r = blk(r)
+      hiddens.append(r)
+    out = self.final_norm(r)
+    return (out, hiddens) if return_hiddens else out
 
   def init_state(self, batch: int):
     """Streaming state before the first token: one entry per layer."""
-    return tuple(block.mixer.init_state(batch) for block in self.blocks)
+    return tuple(blk.init_state(batch) for blk in self.blocks)
 
-  def step(self, state, move_ids_B):
-    """Feeds one move per sequence: (state, int32[B]) -> (state, logits float32[B, 1878]).
+  def step(self, state, tokens_B):
+    """Feeds one token per sequence: (state, int32[B]) -> (state, h float32[B, D]).
 
     Equals the parallel forward (train=False) position by position.
     """
-    r = self.embed(move_ids_B).astype(jnp.float32)
+    r = self.embed(tokens_B).astype(jnp.float32)
     new_state = []
-    for block, s in zip(self.blocks, state, strict=True):
-      s, r = block.step(s, r)
+    for blk, s in zip(self.blocks, state, strict=True):
+      s, r = blk.step(s, r)
       new_state.append(s)
-    logits = self.head(self.final_norm(r).astype(DTYPES[self.cfg.dtype]))
-    return tuple(new_state), logits.astype(jnp.float32)
+    return tuple(new_state), self.final_norm(r)

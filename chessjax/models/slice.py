@@ -2,17 +2,17 @@
 
 The released configuration is the Chess-World-Model `ChessSLiCEStateModel` built on
 `slices.SLiCELayer` from the `torch-slices` package (0.3.3) with path_mode "values", Euler
-transitions, init_std 0.1 and scale 0.1 (SPEC section 5.2; Walker, Yang, Cirone, Salvi & Lyons,
-"Structured Linear CDEs", NeurIPS 2025; Walker & Lyons, Chess-World-Model, appendix B.2).
+transitions, init_std 0.1 and scale 0.1 (Walker, Yang, Cirone, Salvi & Lyons, "Structured Linear
+CDEs", NeurIPS 2025; Walker & Lyons, Chess-World-Model, appendix B.2).
 
-Model: embedding (N(0, 1)) -> dropout -> layers -> head (no final norm by default). Layer:
+Backbone: embedding (N(0, 1)) -> dropout -> layers (no final norm by default). Layer:
 
     h += Drop(SLiCE(RMSNorm1(h)));    h += Drop(W2 GELU(W1 RMSNorm2(h)))     (W1: d -> 4d, biases)
 
-SLiCE on the normalised input x_t (t = 1..T, x_0 = 0), width d = N b in N blocks of size b:
+SLiCE on the normalised input x_t (t = 1..T, x_0 = 0), width d = G b in G blocks of size b:
 
     u_t = s [1, x_t - x_{t-1}]                    (d + 1 values, constant channel first; s = 0.1)
-    A_t = reshape(W_A u_t, (N, b, b))             W_A: (d+1) -> d b, no bias, (block, row, col)
+    A_t = reshape(W_A u_t, (G, b, b))             W_A: (d+1) -> d b, no bias, (block, row, col)
     c_t = W_B u_t                                 W_B: (d+1) -> d, no bias
     y_t = (I + A_t) y_{t-1} + c_t                 y_0 learned; the output is y_t itself
 
@@ -31,9 +31,9 @@ reason it exists. All forms give the same numbers up to rounding.
 `dtype="bfloat16"` runs the Linear matmuls (W_A, W_B, MLP, head) in bfloat16; the embedding,
 norms, residual stream and the recurrent state stay float32.
 
-Streaming: `init_state(batch)` and `step(state, move_ids_B) -> (state, logits_B)` carry, per
-layer, the previous normalised input x_{t-1} and the state y_{t-1}; feeding a game one move at a
-time gives the logits of the parallel forward (dropout off).
+Streaming: `init_state(batch)` and `step(state, tokens_B) -> (state, h_BD)` carry, per layer, the
+previous normalised input x_{t-1} and the state y_{t-1}; feeding a game one move at a time gives
+the hidden states of the parallel forward (dropout off).
 """
 
 import dataclasses
@@ -42,12 +42,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax.models import SIZES, layers
+from chessjax.models import layers
+from chessjax.models.registry import SIZES
 from chessjax.ops import slice_scan
 
 FAMILIES = {"slice": 8, "slice_diag": 1}  # family -> block size
 MIXER_IMPLS = ("fast", "sequential", "chunked", "associative")
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +114,7 @@ class SLiCEMixer(nnx.Module):
     self.y0 = nnx.Param(normal(cfg.init_std)(rngs.params(), (d,), jnp.float32))
 
   def _transition(self, x, x_prev):
-    """A_t ([..., N, b, b], or [..., d] for b = 1) and c_t ([..., d]) in float32."""
+    """A_t ([..., G, b, b], or [..., d] for b = 1) and c_t ([..., d]) in float32."""
     cfg = self.cfg
     ones = jnp.ones((*x.shape[:-1], 1), x.dtype)
     u = cfg.input_scale * jnp.concatenate([ones, x - x_prev], axis=-1)
@@ -171,58 +172,52 @@ class MLP(nnx.Module):
     return self.fc2(jax.nn.gelu(self.fc1(x), approximate=False)).astype(jnp.float32)
 
 
-class Block(nnx.Module):
-  """`slices.SLiCELayer` with prenorm, second norm and residual-branch dropout."""
-
-  def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
-    self.norm1 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.mixer = SLiCEMixer(cfg, rngs=rngs)
-    self.norm2 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.mlp = MLP(cfg, rngs=rngs)
-    self.drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-
-  def __call__(self, h, *, train: bool = False):
-    h = h + self.drop(self.mixer(self.norm1(h)), deterministic=not train)
-    return h + self.drop(self.mlp(self.norm2(h)), deterministic=not train)
-
-  def step(self, state, h):
-    state, y = self.mixer.step(state, self.norm1(h))
-    h = h + y
-    return state, h + self.mlp(self.norm2(h))
+def block(cfg: SLiCEConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
+  """`slices.SLiCELayer` with prenorm, second norm and residual-branch dropout (built in order)."""
+  norm1 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  mixer = SLiCEMixer(cfg, rngs=rngs)
+  norm2 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  mlp = MLP(cfg, rngs=rngs)
+  drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+  return layers.ResidualBlock(norm1, mixer, norm2, mlp, drop)
 
 
-class Model(nnx.Module):
-  """Embedding -> dropout -> SLiCE blocks -> (optional RMSNorm) -> 1878-wide state head."""
+def head_options(cfg: SLiCEConfig) -> dict:
+  """Output head: torch-default Linear inits, the model's matmul dtype."""
+  return {"dtype": DTYPES[cfg.dtype]}
 
-  def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
+
+class Backbone(nnx.Module):
+  """Embedding -> dropout -> SLiCE blocks -> (optional RMSNorm): int32[B, T] -> float32[B, T, D]."""
+
+  def __init__(self, cfg: SLiCEConfig, *, vocab_size: int, rngs: nnx.Rngs):
     self.cfg = cfg
-    self.embed = layers.move_embedding(cfg.d, rngs=rngs)  # torch nn.Embedding: N(0, 1)
+    self.embed = layers.embedding(vocab_size, cfg.d, rngs=rngs)  # torch nn.Embedding: N(0, 1)
     self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-    self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
+    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
     self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs) if cfg.final_norm else None
-    self.head = layers.state_head(cfg.d, rngs=rngs, dtype=DTYPES[cfg.dtype])
 
   def _out(self, h):
-    if self.norm is not None:
-      h = self.norm(h)
-    return self.head(h).astype(jnp.float32)
+    return h if self.norm is None else self.norm(h)
 
-  def __call__(self, moves_BT, *, train: bool = False):
-    """Logits float[B, T, 1878] for right-padded move ids int32[B, T]; dropout iff `train`."""
-    h = self.embed_drop(self.embed(moves_BT), deterministic=not train)
-    for block in self.blocks:
-      h = block(h, train=train)
-    return self._out(h)
+  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
+    """h float32[B, T, D] (after the final norm if any), or (h, layers + 1 residual streams)."""
+    h = self.embed_drop(self.embed(tokens_BT), deterministic=not train)
+    hiddens = [h]
+    for blk in self.blocks:
+      h = blk(h, train=train)
+      hiddens.append(h)
+    return (self._out(h), hiddens) if return_hiddens else self._out(h)
 
   def init_state(self, batch: int):
     """Streaming state before the first token: one dict per layer (see `step`)."""
-    return [block.mixer.init_state(batch) for block in self.blocks]
+    return [blk.init_state(batch) for blk in self.blocks]
 
-  def step(self, state, move_ids_B):
-    """Consumes one move id per game; returns (new state, logits float[B, 1878]) (no dropout)."""
-    h = self.embed(move_ids_B)
+  def step(self, state, tokens_B):
+    """Consumes one token per sequence; returns (new state, h float32[B, D]) (no dropout)."""
+    h = self.embed(tokens_B)
     new_state = []
-    for block, s in zip(self.blocks, state, strict=True):
-      s, h = block.step(s, h)
+    for blk, s in zip(self.blocks, state, strict=True):
+      s, h = blk.step(s, h)
       new_state.append(s)
     return new_state, self._out(h)

@@ -1,4 +1,4 @@
-"""The `transformer` family: a small LLaMA-like causal decoder (SPEC section 5.1).
+"""The `transformer` family: a small LLaMA-like causal decoder.
 
 The released configuration is the Chess-World-Model `ChessCausalTransformer` (models/
 transformer.py of the release; Walker & Lyons, Chess-World-Model, appendix B.2). Pre-norm blocks,
@@ -7,7 +7,7 @@ head_dim = d / heads = 64 at every size:
     h = Drop(Embed(moves))                                    (embedding N(0, 1), torch default)
     h += Drop(W_o Attn(RoPE(q), RoPE(k), v)),   [q, k, v] = W_qkv RMSNorm1(h)    (biases on)
     h += Drop(W_2 (silu(g) * v)),               [g, v] = W_1 RMSNorm2(h)         (gate first)
-    logits = Head(RMSNorm(h))
+    out = RMSNorm(h)                                     (then a head, `chessjax.models.heads`)
 
 W_qkv: d -> 3d laid out (3, heads, head_dim); W_o: d -> d; W_1: d -> 8d; W_2: 4d -> d; all with
 bias and torch default inits; RMSNorm eps 1e-6; causal softmax attention scaled by
@@ -33,10 +33,11 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chessjax.models import SIZES, layers
+from chessjax.models import layers
+from chessjax.models.registry import SIZES
 
 ROPES = ("reference", "standard")
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,49 +149,47 @@ class Attention(nnx.Module):
     return self.out(o.reshape(b, t, cfg.d)).astype(jnp.float32)
 
 
-class SwiGLU(nnx.Module):
-  """W_2(silu(g) * v) with [g, v] = W_1 x (first half is the gate), biases on."""
-
-  def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
-    mm = DTYPES[cfg.dtype]
-    hidden = cfg.ff_mult * cfg.d
-    self.w1 = layers.torch_linear(cfg.d, 2 * hidden, rngs=rngs, dtype=mm)
-    self.w2 = layers.torch_linear(hidden, cfg.d, rngs=rngs, dtype=mm)
-
-  def __call__(self, x):
-    gate, value = jnp.split(self.w1(x), 2, axis=-1)
-    return self.w2(jax.nn.silu(gate) * value).astype(jnp.float32)
+def swiglu(cfg: TransformerConfig, *, rngs: nnx.Rngs) -> layers.GatedMLP:
+  """W_2(silu(g) * v) with [g, v] = W_1 x (first half is the gate), biases on, torch inits."""
+  return layers.GatedMLP(
+    cfg.d, cfg.ff_mult * cfg.d, rngs=rngs, layout="gate_value", dtype=DTYPES[cfg.dtype]
+  )
 
 
-class Block(nnx.Module):
-  """Pre-norm decoder block (the release's `ModernDecoderBlock`)."""
-
-  def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
-    self.norm1 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.attn = Attention(cfg, rngs=rngs)
-    self.norm2 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.mlp = SwiGLU(cfg, rngs=rngs)
-    self.drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-
-  def __call__(self, h, *, train: bool = False):
-    h = h + self.drop(self.attn(self.norm1(h), train=train), deterministic=not train)
-    return h + self.drop(self.mlp(self.norm2(h)), deterministic=not train)
+def block(cfg: TransformerConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
+  """Pre-norm decoder block (the release's `ModernDecoderBlock`); modules built in its order."""
+  norm1 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  attn = Attention(cfg, rngs=rngs)
+  norm2 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  mlp = swiglu(cfg, rngs=rngs)
+  drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+  return layers.ResidualBlock(norm1, attn, norm2, mlp, drop, mixer_takes_train=True)
 
 
-class Model(nnx.Module):
-  """Embedding -> dropout -> decoder blocks -> RMSNorm -> 1878-wide state head."""
+def head_options(cfg: TransformerConfig) -> dict:
+  """Output head: torch-default Linear inits, the model's matmul dtype."""
+  return {"dtype": DTYPES[cfg.dtype]}
 
-  def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+
+class Backbone(nnx.Module):
+  """Embedding -> dropout -> decoder blocks -> RMSNorm: token ids int32[B, T] -> h float32[B, T, D].
+
+  No streaming `step` (the released model is evaluated on whole games; a KV cache is not needed).
+  """
+
+  def __init__(self, cfg: TransformerConfig, *, vocab_size: int, rngs: nnx.Rngs):
     self.cfg = cfg
-    self.embed = layers.move_embedding(cfg.d, rngs=rngs)  # torch nn.Embedding: N(0, 1)
+    self.embed = layers.embedding(vocab_size, cfg.d, rngs=rngs)  # torch nn.Embedding: N(0, 1)
     self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-    self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
+    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
     self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-    self.head = layers.state_head(cfg.d, rngs=rngs, dtype=DTYPES[cfg.dtype])
 
-  def __call__(self, moves_BT, *, train: bool = False):
-    """Logits float[B, T, 1878] for right-padded move ids int32[B, T]; dropout iff `train`."""
-    h = self.embed_drop(self.embed(moves_BT), deterministic=not train)
-    for block in self.blocks:
-      h = block(h, train=train)
-    return self.head(self.norm(h)).astype(jnp.float32)
+  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
+    """h float32[B, T, D] after the final norm, or (h, the layers + 1 residual-stream arrays)."""
+    h = self.embed_drop(self.embed(tokens_BT), deterministic=not train)
+    hiddens = [h]
+    for blk in self.blocks:
+      h = blk(h, train=train)
+      hiddens.append(h)
+    out = self.norm(h)
+    return (out, hiddens) if return_hiddens else out

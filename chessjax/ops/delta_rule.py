@@ -36,7 +36,8 @@ JAX trap: e^(G_i - G_j) is only needed for j <= i, but the unused triangle has G
 overflows for strong decays. The exponent is masked to -inf *before* `exp`; masking the result
 instead (`where(mask, exp(.), 0)`) leaves inf * 0 = NaN in the backward pass.
 
-Shapes: B batch, T steps, H heads, K key dim, V value dim, N chunks, C chunk length.
+Shapes (legend: `chessjax.shapes`): B batch, T steps, H heads, K key dim, V value dim, M chunks,
+C chunk length (T = M C after padding).
 """
 
 import jax
@@ -174,14 +175,14 @@ def _chunked(q, k, v, g, beta, s0, scale, chunk):
   pad = n * chunk - t
 
   def to_chunks(x):
-    # [B, T, H, ...] -> [N, B, H, C, ...]: padding steps have g = beta = 0, i.e. S_t = S_{t-1}.
+    # [B, T, H, ...] -> [M, B, H, C, ...]: padding steps have g = beta = 0, i.e. S_t = S_{t-1}.
     x = jnp.pad(x.astype(dt), [(0, 0), (0, pad)] + [(0, 0)] * (x.ndim - 2))
     x = x.reshape(b, n, chunk, h, *x.shape[3:])
     return jnp.moveaxis(x, (1, 3), (0, 2))
 
   q, k, v, g, beta = (to_chunks(x) for x in (q, k, v, g, beta))
   q = q * scale
-  g_cum = jnp.cumsum(g, axis=-1)  # [N, B, H, C]
+  g_cum = jnp.cumsum(g, axis=-1)  # [M, B, H, C]
   diff = g_cum[..., :, None] - g_cum[..., None, :]
   idx = jnp.arange(chunk)
   strict = idx[:, None] > idx[None, :]
@@ -195,9 +196,9 @@ def _chunked(q, k, v, g, beta, s0, scale, chunk):
   a = beta[..., :, None] * kk * decay_strict
   rhs = jnp.concatenate([beta[..., None] * v, (beta * jnp.exp(g_cum))[..., None] * k], axis=-1)
   sol = jnp.einsum("nbhij,nbhjx->nbhix", unit_lower_inverse(a), rhs)  # the UT transform
-  u0, w = sol[..., :vd], sol[..., vd:]  # [N, B, H, C, V], [N, B, H, C, K]
+  u0, w = sol[..., :vd], sol[..., vd:]  # [M, B, H, C, V], [M, B, H, C, K]
 
-  g_last = g_cum[..., -1]  # [N, B, H]
+  g_last = g_cum[..., -1]  # [M, B, H]
   # G_C - G_j = g_{j+1} + ... + g_C as an exclusive reverse cumsum rather than a difference of
   # cumsums: no cancellation in float32 values or in gradients (exactly 0 for j = C).
   g_after = jnp.flip(jnp.cumsum(jnp.flip(g, -1), -1), -1)

@@ -1,8 +1,8 @@
 """SLiCE's block-diagonal affine recurrence as pure functions of arrays.
 
-With D = N * b split into N blocks of size b, per batch element:
+With D = G * b split into G blocks of size b, per batch element:
 
-    y_t = M_t y_{t-1} + c_t,    M_t = I + A_t (block diagonal, A_t: [N, b, b]),    t = 1..T
+    y_t = M_t y_{t-1} + c_t,    M_t = I + A_t (block diagonal, A_t: [G, b, b]),    t = 1..T
 
 from a given y_0. Block size 1 is the diagonal ablation (M_t is a vector, products are
 elementwise). Walker, Yang, Cirone, Salvi & Lyons, "Structured Linear CDEs: Maximally Expressive
@@ -22,7 +22,7 @@ gradients):
   matrix products, and a `lax.scan` carries y from chunk to chunk. The incoming y is folded into
   the first step's offset (c_1 <- M_1 y + c_1), so each prefix's offset is directly y_t. Its
   gradient is a custom VJP (below) rather than autodiff through the scan tree, so the backward
-  pass keeps no [T, N, b, b] prefix products alive.
+  pass keeps no [T, G, b, b] prefix products alive.
 * `"associative"`: one associative scan over the whole sequence (chunk = T); for comparison.
 
 Backward pass of the parallel forms. With G_t = dL/dy_t including the effect through later steps,
@@ -36,7 +36,8 @@ it reuses the chunked scan; its residuals are A, y_0 and the outputs y only.
 Everything runs in the inputs' promoted dtype: the models pass float32 (the recurrent state stays
 float32 whatever the matmul dtype) and the reference tests float64.
 
-Shapes: B batch, T steps, D width, N blocks, b block size, C chunk length.
+Shapes (legend: `chessjax.shapes`): B batch, T steps, D width, G blocks, b block size, C chunk
+length.
 """
 
 import functools
@@ -50,7 +51,7 @@ DEFAULT_CHUNK_SIZE = 256
 
 
 # ---------------------------------------------------------------------------------------------
-# Block-diagonal or diagonal products. `a` and `m` are [..., N, b, b] (block) or [..., D] (diag).
+# Block-diagonal or diagonal products. `a` and `m` are [..., G, b, b] (block) or [..., D] (diag).
 
 
 def _matvec(m, v, diag):
@@ -72,16 +73,16 @@ def _transpose(a, diag):
 def affine_step(a_BNbb, c_BNb, y_BNb):
   """One step `y <- (I + A) y + c` (also the streaming form): returns the new y.
 
-  Shapes are [B, N, b, b], [B, N, b], [B, N, b] for blocks, or [B, D] each for the diagonal form.
+  Shapes are [B, G, b, b], [B, G, b], [B, G, b] for blocks, or [B, D] each for the diagonal form.
   """
   diag = a_BNbb.ndim == c_BNb.ndim
   return y_BNb + _matvec(a_BNbb, y_BNb, diag) + c_BNb
 
 
 # ---------------------------------------------------------------------------------------------
-# Forward forms on the canonical time-major layout: a [T, B, N, b, b] or [T, B, D], c and the
-# outputs [T, B, N, b] or [T, B, D], y0 [B, N, b] or [B, D]. Time-major because XLA's transposes
-# of the big [B, T, N, b, b] stack cost more on a CPU than the whole sequential scan.
+# Forward forms on the canonical time-major layout: a [T, B, G, b, b] or [T, B, D], c and the
+# outputs [T, B, G, b] or [T, B, D], y0 [B, G, b] or [B, D]. Time-major because XLA's transposes
+# of the big [B, T, G, b, b] stack cost more on a CPU than the whole sequential scan.
 
 
 def _sequential(a, c, y0):
@@ -156,7 +157,7 @@ def affine_scan(a, c, y0, *, impl="chunked", chunk_size=DEFAULT_CHUNK_SIZE, time
   """All states y_1..y_T of `y_t = (I + A_t) y_{t-1} + c_t` (block diagonal A_t).
 
   Args:
-    a: [B, T, N, b, b] per-step blocks A_t (row-major (block, row, col), so D = N * b), or
+    a: [B, T, G, b, b] per-step blocks A_t (row-major (block, row, col), so D = G * b), or
       [B, T, D] for the diagonal form. Blocks of size 1 are run as the diagonal form.
     c: [B, T, D] per-step offsets c_t.
     y0: [D] (shared by the batch) or [B, D] initial state.
@@ -164,7 +165,7 @@ def affine_scan(a, c, y0, *, impl="chunked", chunk_size=DEFAULT_CHUNK_SIZE, time
       (parallel over the whole sequence); see the module docstring.
     chunk_size: chunk length C of the "chunked" form (a performance choice only).
     time_major: if True, `a`, `c` and the result have T and B swapped ([T, B, ...]); callers
-      that can produce that layout cheaply skip two transposes of the [B, T, N, b, b] stack.
+      that can produce that layout cheaply skip two transposes of the [B, T, G, b, b] stack.
 
   Returns:
     [B, T, D] (or [T, B, D]) states y_1..y_T in the promoted dtype of the inputs.
@@ -184,7 +185,7 @@ def affine_scan(a, c, y0, *, impl="chunked", chunk_size=DEFAULT_CHUNK_SIZE, time
     raise ValueError(f"diagonal a {a.shape} must match c {c.shape}")
   if not diag:
     if a.ndim != 5 or a.shape[:2] != (steps, batch) or a.shape[2] * a.shape[3] != width:
-      raise ValueError(f"block a {a.shape} does not fit c {c.shape}: want [.., .., N, b, b]")
+      raise ValueError(f"block a {a.shape} does not fit c {c.shape}: want [.., .., G, b, b]")
     c = c.reshape(steps, batch, a.shape[2], a.shape[3])
     y0 = y0.reshape(batch, a.shape[2], a.shape[3])
   if steps == 0:

@@ -18,10 +18,10 @@ exponential-trapezoidal rule with rank-R inputs (R = 1 is SISO, R > 1 MIMO):
 The term v_s k_s^T enters with lam_s dt_s at step s and with (1 - lam_{s+1}) dt_{s+1} alpha_{s+1}
 at step s + 1, so for t > s its total weight is decay(s -> t) * (lam_s dt_s + (1 - lam_{s+1})
 dt_{s+1}): the trapezoid rule is SSD with keys scaled by that sum, except on the diagonal t = s,
-where the weight is only lam_s dt_s (SPEC 5.4's "one diagonal correction per token"). Both mixers
-therefore share one chunked core whose key weight on the diagonal (`w_diag`) may differ from the
-weight everywhere else (`w_off`); applying the correction there keeps y_t exactly independent of
-token t + 1.
+where the weight is only lam_s dt_s (one diagonal correction per token; Lahoti et al., Mamba-3).
+Both mixers therefore share one chunked core whose key weight on the diagonal (`w_diag`) may
+differ from the weight everywhere else (`w_off`); applying the correction there keeps y_t exactly
+independent of token t + 1.
 
 Chunked form (chunk length L, any T): within a chunk, y = ((Q K^T) * W) V with
 W[i, j] = exp(sum_{j<u<=i} log a_u) w_off_j for j < i and w_diag_i on the diagonal; the segment sums
@@ -34,8 +34,8 @@ Mamba-3's data-dependent rotation: theta_t = sum_{s<=t} pi tanh(angle_s) dt_s pe
 kept in [0, 2 pi)) rotates the adjacent pairs (2i, 2i+1), i < S, of B and C; the remaining state
 dimensions are unrotated (S = N/4, i.e. half the state is rotated).
 
-Shape legend: B batch, T steps, R rank, H heads, G key/query groups (H a multiple of G),
-P head (value) dim, N state dim, S rotation angles.
+Shape legend (`chessjax.shapes`): B batch, T steps, R rank, H heads, G key/query groups (H a
+multiple of G), P head (value) dim, N state dim, S rotation angles.
 """
 
 import math

@@ -3,8 +3,8 @@
 Builds tiny versions of the released Chess-World-Model Transformer and SLiCE models (its
 `models/factory.py` from the `*_d128_defaults_simple` presets, with d_model, layers and heads
 made small), loads into them the parameters `param_value` defines for chessjax's parameter
-names (so no weights need storing), runs them in eval mode on fixed move ids and saves the
-logits in chessjax's head layout. The test sets the same values into chessjax's models and
+names (`seed_name`; so no weights need storing), runs them in eval mode on fixed move ids and
+saves the logits in chessjax's head layout. The test sets the same values into chessjax's models and
 compares. Nothing of the released code is copied; it is imported from a checkout:
 
     python -m venv /tmp/ref && /tmp/ref/bin/pip install torch torch-slices numpy
@@ -85,6 +85,27 @@ def param_value(name: str, shape: tuple[int, ...]) -> np.ndarray:
   if ".mixer." in name:
     scale *= 0.1
   return (scale * z).astype(np.float32)
+
+
+# The names that seed `param_value` are chessjax's parameter paths from before the models were
+# split into backbone + head; golden_logits.npz was made with them, so they stay the seeds.
+# Current path -> seed name: drop "backbone.", then rename what the Transformer's block calls
+# differently now (attention is the block's `mixer`, SwiGLU the shared `layers.GatedMLP`). SLiCE's
+# names are unchanged (its MLP is not the gated one).
+SEED_RENAMES = (
+  (".mixer.qkv.", ".attn.qkv."),
+  (".mixer.out.", ".attn.out."),
+  (".mlp.fc_in.", ".mlp.w1."),
+  (".mlp.fc_out.", ".mlp.w2."),
+)
+
+
+def seed_name(path: str) -> str:
+  """The name whose `param_value` the chessjax parameter at dotted `path` gets (see above)."""
+  name = path.removeprefix("backbone.")
+  for new, old in SEED_RENAMES:
+    name = name.replace(new, old)
+  return name
 
 
 def _load_released(path: str):

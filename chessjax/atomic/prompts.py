@@ -1,0 +1,91 @@
+"""The three prompt conditions of the atomic-chess evaluation (Co & Konuganti 2026, Appendix A).
+
+A condition names the prompt text and the variant its answer is scored under:
+
+  atomic           atomic chess, the six rules stated        -> scored under atomic rules
+  atomic_no_rules  atomic chess named, rules omitted (Table 2) -> scored under atomic rules
+  standard         standard chess                             -> scored under chess rules
+
+The templates are the paper's, word for word; `<fen>`, `<color>` and `<legal_moves>` are filled per
+position. The paper's models answered through a `submit_move` tool constrained to the listed moves
+(Appendix B); the sentence asking for it is kept so prompts stay comparable.
+"""
+
+import chess
+import chess.variant
+
+from chessjax.encoding import VARIANTS  # ("chess", "atomic"), the python-chess / UCI names
+
+VARIANT_BOARD = {"chess": chess.Board, "atomic": chess.variant.AtomicBoard}
+# Names of the rules before the track said "variant": answer files and `--rules` still use them.
+_LEGACY_NAMES = {"standard": "chess"}
+
+_ATOMIC_RULES = """\
+Atomic chess rules:
+
+1. When a capture occurs, an explosion happens on the destination square.
+2. The captured piece, the capturing piece, and all non-pawn pieces on adjacent squares are removed.
+3. Pawns adjacent to the explosion square are not removed.
+4. Kings cannot make captures.
+5. A move is illegal if the explosion removes the moving side's own king.
+6. A move is legal and immediately winning if the explosion from a capture removes the opponent's \
+king. This happens by capturing a piece adjacent to the king, not by capturing the king itself \
+because kings cannot be captured.
+
+"""
+
+_TEMPLATE = """\
+You are choosing the best move in {game}.
+
+{rules}Here is the position:
+
+FEN: <fen>
+
+Submit the best {legal}move in UCI notation for <color> in {game} using the `submit_move` tool.
+
+Legal moves in UCI notation:
+
+<legal_moves>
+"""
+
+TEMPLATES = {
+  "atomic": _TEMPLATE.format(game="Atomic chess", rules=_ATOMIC_RULES, legal=""),
+  "atomic_no_rules": _TEMPLATE.format(game="Atomic chess", rules="", legal="legal "),
+  "standard": _TEMPLATE.format(game="chess", rules="", legal="legal "),
+}
+CONDITIONS = tuple(TEMPLATES)
+CONDITION_VARIANT = {"atomic": "atomic", "atomic_no_rules": "atomic", "standard": "chess"}
+
+
+def variant_of(name: str) -> str:
+  """A variant of `VARIANTS` from its name or its old name ("standard" -> "chess")."""
+  variant = _LEGACY_NAMES.get(name, name)
+  if variant not in VARIANTS:
+    raise ValueError(f"variant must be one of {VARIANTS} (or 'standard'), got {name!r}")
+  return variant
+
+
+def board_of(fen: str, variant: str) -> chess.Board:
+  """The position under a variant's rules (raises ValueError on an unknown variant or bad FEN)."""
+  if variant not in VARIANT_BOARD:
+    raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+  return VARIANT_BOARD[variant](fen)
+
+
+def legal_moves(fen: str, variant: str) -> list[str]:
+  """Legal UCI moves of the position under the variant, sorted (the order shown in prompts)."""
+  return sorted(move.uci() for move in board_of(fen, variant).legal_moves)
+
+
+def render(condition: str, fen: str) -> str:
+  """The prompt of a condition for one position, placeholders filled."""
+  if condition not in TEMPLATES:
+    raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+  variant = CONDITION_VARIANT[condition]
+  color = "White" if board_of(fen, variant).turn == chess.WHITE else "Black"
+  return (
+    TEMPLATES[condition]
+    .replace("<fen>", fen)
+    .replace("<color>", color)
+    .replace("<legal_moves>", " ".join(legal_moves(fen, variant)))
+  )

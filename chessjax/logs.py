@@ -1,0 +1,191 @@
+"""What a training run reports: console lines, TensorBoard summaries and step timing.
+
+`TrainLogger` sums each step's outputs on the host (read one step late, so the host never waits
+on the device) and, on process 0 only:
+* every `log_every` steps prints an interval line (step, loss, gradient norm, learning rate,
+  tokens/s, padding, bad batches, time left) and writes the same scalars to TensorBoard;
+* between those, prints a progress line at least every `progress_seconds`, so a slow run is never
+  silent (`make demo` trains for minutes);
+* writes the task's validation summary (line, scalars, images).
+TensorBoard goes through tensorboardX (no TensorFlow), into WORKDIR/tb. A local workdir is
+written by tensorboardX itself; a URL workdir (`gs://bucket/run`, any fsspec filesystem) through
+`FsspecRecordWriter`, registered for that URL's scheme, so `gs://` needs gcsfs (which orbax's
+epath paths need anyway), not google-cloud-storage.
+"""
+
+import dataclasses
+import io
+import math
+import time
+
+import fsspec
+import jax
+import numpy as np
+
+from chessjax.files import is_url
+
+
+@dataclasses.dataclass
+class Pending:
+  """One step's device outputs and its token counts, read by the host a step later."""
+
+  step: int
+  out: dict
+  tokens: int  # Scored positions (the batch's mask).
+  cells: int  # Positions, padding included.
+
+
+def hms(seconds: float) -> str:
+  if not math.isfinite(seconds):
+    return "?"
+  m, s = divmod(int(seconds), 60)
+  h, m = divmod(m, 60)
+  return f"{h}:{m:02d}:{s:02d}"
+
+
+class FsspecRecordWriter:
+  """An event file on an fsspec filesystem, for tensorboardX's `RecordWriter`.
+
+  Object stores cannot append, so the writer keeps the file's bytes and each flush replaces the
+  whole object with them (as tensorboardX's own `gs://` writer does). Event files of a training
+  run are small (a few scalars per logging step and one image per evaluation).
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    self.buffer = io.BytesIO()
+    self.written = -1  # Bytes in the stored object; -1: nothing stored yet.
+    self.closed = False
+
+  def write(self, data: bytes) -> None:
+    self.buffer.write(data)
+
+  def flush(self) -> None:
+    data = self.buffer.getvalue()
+    if len(data) != self.written:
+      with fsspec.open(self.path, "wb") as f:
+        f.write(data)
+      self.written = len(data)
+
+  def close(self) -> None:
+    if not self.closed:
+      self.flush()
+      self.closed = True
+
+
+class FsspecRecordWriterFactory:
+  """tensorboardX's writer factory (`register_writer_factory`) for fsspec URLs."""
+
+  def open(self, path: str) -> FsspecRecordWriter:
+    return FsspecRecordWriter(path)
+
+  def directory_check(self, path: str) -> None:
+    fsspec.filesystem(fsspec.utils.get_protocol(path)).makedirs(path, exist_ok=True)
+
+
+def summary_writer(logdir):
+  """A tensorboardX `SummaryWriter` into `logdir`: a local path as tensorboardX does it, a URL
+  (`gs://...`, `memory://...`) through fsspec."""
+  from tensorboardX import SummaryWriter, record_writer  # Lazily: only process 0 writes them.
+
+  logdir = str(logdir)
+  if is_url(logdir):
+    scheme = logdir.split("://", 1)[0]
+    if not isinstance(record_writer.REGISTERED_FACTORIES.get(scheme), FsspecRecordWriterFactory):
+      record_writer.register_writer_factory(scheme, FsspecRecordWriterFactory())
+  return SummaryWriter(logdir)
+
+
+class TrainLogger:
+  """Host-side sums over one logging interval, and where they are written (see module doc)."""
+
+  def __init__(self, workdir, *, total: int, start_step: int, lr_at, progress_seconds: float):
+    self.total, self.lr_at, self.progress_seconds = total, lr_at, progress_seconds
+    self.chief = workdir is not None
+    self.writer = None
+    if self.chief:
+      self.writer = summary_writer(workdir / "tb")
+    self.last_line = time.perf_counter()
+    self._reset()
+
+  def _reset(self) -> None:
+    self.losses, self.norms, self.tokens, self.cells = [], [], 0, 0
+    self.start = time.perf_counter()
+    self.last_out = {}
+
+  def message(self, text: str) -> None:
+    if self.chief:
+      print(text, flush=True)
+      self.last_line = time.perf_counter()
+
+  def add(self, pending: Pending) -> None:
+    out = jax.device_get(pending.out)
+    self.losses.append(float(out["loss"]))
+    self.norms.append(float(out["grad_norm"]))
+    self.tokens += pending.tokens
+    self.cells += pending.cells
+    self.last_out = out
+
+  def _rates(self, step: int) -> dict:
+    seconds = max(time.perf_counter() - self.start, 1e-9)
+    finite = [x for x in self.losses if math.isfinite(x)]
+    steps_per_s = len(self.losses) / seconds
+    return {
+      "loss": float(np.mean(finite)) if finite else float("nan"),
+      "grad_norm": float(np.mean(self.norms)) if self.norms else float("nan"),
+      "tokens_per_s": self.tokens / seconds,
+      "padding": 1.0 - self.tokens / max(self.cells, 1),
+      "eta": (self.total - step) / steps_per_s if steps_per_s > 0 else float("inf"),
+    }
+
+  def progress_due(self) -> bool:
+    return self.chief and time.perf_counter() - self.last_line >= self.progress_seconds
+
+  def progress(self, step: int) -> None:
+    """A progress line from the interval so far (the steps the host has read)."""
+    if not self.losses:
+      return
+    r = self._rates(step)
+    self.message(
+      f"step {step}/{self.total}  loss {r['loss']:.4f}  {r['tokens_per_s']:,.0f} tok/s  "
+      f"eta {hms(r['eta'])}"
+    )
+
+  def write_interval(self, step: int) -> None:
+    """The interval line and scalars at a logging step; starts the next interval."""
+    r = self._rates(step)
+    lr = float(self.lr_at(step - 1))
+    bad = int(self.last_out.get("bad_batches", 0))
+    self.message(
+      f"step {step}/{self.total}  loss {r['loss']:.4f}  grad {r['grad_norm']:.3f}  lr {lr:.2e}  "
+      f"{r['tokens_per_s']:,.0f} tok/s  pad {r['padding']:.2f}  bad {bad}  eta {hms(r['eta'])}"
+    )
+    if self.writer is not None:
+      scalars = {
+        "train/loss": r["loss"],
+        "train/grad_norm": r["grad_norm"],
+        "train/learning_rate": lr,
+        "train/tokens_per_s": r["tokens_per_s"],
+        "train/padding_fraction": r["padding"],
+        "train/bad_batches": float(bad),
+        "train/rollbacks": float(self.last_out.get("rollbacks", 0)),
+      }
+      for tag, value in scalars.items():
+        self.writer.add_scalar(tag, value, step)
+      self.writer.flush()
+    self._reset()
+
+  def write_eval(self, step: int, line: str, scalars: dict, images: dict) -> None:
+    """The task's validation summary (`Task.summarize`) at `step`."""
+    self.message(f"step {step} validation: {line}")
+    if self.writer is None:
+      return
+    for tag, value in scalars.items():
+      self.writer.add_scalar(tag, value, step)
+    for tag, image in images.items():
+      self.writer.add_image(tag, image, step, dataformats="HWC")
+    self.writer.flush()
+
+  def close(self) -> None:
+    if self.writer is not None:
+      self.writer.close()

@@ -1,0 +1,61 @@
+"""The seam between the one training loop and a track: the `Task` protocol and `get_task`.
+
+`chessjax.train` knows nothing about chess states or tokens. It asks the task, which
+`config.task` names, for everything track-specific, in the way nanodo hands `get_loss_fn` to its
+trainer:
+
+    task = get_task(config)        # config.task: "world_model" -> chessjax.world_model.task
+    model = create_model(config.family, config.size, head=task.head, **task.model_kwargs, ...)
+    batches = make_batches(path, split, task.rows, ...)    # rows of the task's format
+    loss = task.loss(model, batch, train=True)
+    stats = task.eval_stats(model, batch)                  # additive, jittable
+    acc = task.accumulator(); acc.add(stats); result = acc.result()
+    line, scalars, images = task.summarize(result)         # for the log and TensorBoard
+
+A track adds a task in its own folder (`chessjax/<track>/task.py` with `make_task(config)`), or
+anywhere importable under a dotted name (`config.task = "my_package.my_task"`); the loop is not
+edited.
+"""
+
+import importlib
+from typing import Protocol
+
+import jax
+import numpy as np
+from flax import nnx
+
+from chessjax.data.rows import RowFormat
+
+
+class Accumulator(Protocol):
+  def add(self, stats: dict) -> None: ...
+
+  def result(self) -> dict: ...
+
+
+class Task(Protocol):
+  head: str  # `create_model` head: "state" or "tokens".
+  model_kwargs: dict  # Further `create_model` arguments of the head (e.g. vocab_size).
+  rows: RowFormat  # How stored games become the task's batch arrays.
+  batch_keys: tuple[str, ...]  # The arrays of a batch that the device needs.
+
+  def loss(self, model: nnx.Module, batch: dict, *, train: bool) -> jax.Array: ...
+
+  def eval_stats(self, model: nnx.Module, batch: dict) -> dict: ...
+
+  def accumulator(self) -> Accumulator: ...
+
+  def summarize(self, result: dict) -> tuple[str, dict[str, float], dict[str, np.ndarray]]: ...
+
+
+def get_task(config) -> Task:
+  """The task `config.task` names: a track folder (`world_model`) or a dotted module path."""
+  name = config.get("task", "world_model")
+  module_name = name if "." in name else f"chessjax.{name}.task"
+  try:
+    module = importlib.import_module(module_name)
+  except ModuleNotFoundError as e:
+    if e.name is not None and module_name.startswith(e.name):
+      raise ValueError(f"unknown task {name!r}: no module {module_name}") from None
+    raise
+  return module.make_task(config)

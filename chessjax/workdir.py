@@ -1,0 +1,52 @@
+"""A training workdir read back for evaluation: its config, task, compiled steps and newest state.
+
+restored = restore("runs/slice_d256")            # or gs://bucket/runs/slice_d256
+logits = restored.run.predict(restored.state["params"], restored.state["model_state"], tokens)
+"""
+
+import dataclasses
+import json
+
+import ml_collections
+
+from chessjax import train
+from chessjax.checkpointing import Checkpointer, abstract_like
+from chessjax.files import as_path
+
+
+@dataclasses.dataclass
+class Restored:
+  config: ml_collections.ConfigDict
+  run: train.Run  # The task, jitted steps (eval_step, predict) and shardings.
+  state: dict  # The train state pytree (params, model_state, ...).
+  step: int  # The checkpoint's training step.
+
+  @property
+  def task(self):
+    return self.run.task
+
+  def predict(self, tokens):
+    """Logits float32[B, T, C] of the model at this checkpoint for tokens int32[B, T]."""
+    return self.run.predict(self.state["params"], self.state["model_state"], tokens)
+
+
+def read_config(workdir) -> ml_collections.ConfigDict:
+  path = as_path(workdir) / "config.json"
+  if not path.exists():
+    raise FileNotFoundError(f"{workdir} is not a training workdir (no config.json)")
+  return ml_collections.ConfigDict(json.loads(path.read_text()))
+
+
+def restore(workdir) -> Restored:
+  """The newest readable checkpoint of a training workdir, ready to evaluate."""
+  config = read_config(workdir)
+  _, state, run = train.build(config)
+  ckpt = Checkpointer(workdir)
+  try:
+    restored = ckpt.restore_latest(abstract_like(state))
+  finally:
+    ckpt.close()
+  if restored is None:
+    raise FileNotFoundError(f"{workdir} has no readable checkpoint")
+  step, state, _ = restored
+  return Restored(config=config, run=run, state=state, step=step)

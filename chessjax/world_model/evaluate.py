@@ -1,0 +1,464 @@
+"""Evaluation of a trained workdir on prepared test splits: the paper's metrics, plots and boards.
+
+    python -m chessjax.world_model.evaluate --workdir runs/t1 \
+        --data real=runs/demo/data/real:test random=runs/demo/data/random \
+        [--batch-size 64] [--max-games N] [--boards 5]
+
+`--data NAME=PATH[:SPLIT]` names a prepared dataset directory; SPLIT defaults to `test` when the
+dataset has one, else to its only split. The newest readable checkpoint of the workdir is scored
+on every game of each split (truncated to the config's `max_len` steps, as in training) and
+WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) receives:
+  NAME.json        all metrics (`chessjax.world_model.metrics`), checkpoint step, dataset,
+                   throughput and the first wrong step of every game (`first_error_steps`, game
+                   order, -1 = never)
+  NAME.md          the paper's table (Loss, Labelwise, ExactState, Trajectory), accuracy per label
+                   group, first-error summary, non-finite logit counts, truncation and throughput
+  results.md       the same tables over every NAME.json in the folder, so evaluating another
+                   dataset later adds its rows instead of replacing the earlier ones
+  prefix_bins.png  ExactState and Labelwise per 20-step bin, one curve per dataset in results.md
+  boards/NAME_gameI_stepT.svg  for the first `--boards` failing games (by game index): the model's
+                   argmax board next to the true one at the game's first wrong step, wrong squares
+                   shaded, wrong labels listed underneath
+Files are written atomically (locally a temporary file, then rename; an object store replaces
+whole objects) and only by JAX process 0. JSON values that are not
+finite (a diverged model's loss) are written as Python's `NaN`/`Infinity`.
+
+One jitted function per batch runs the model once and returns both the additive statistics of
+`metrics.batch_stats` (the same as training-time validation) and each game's argmax labels at its
+first wrong step, so boards cost no second pass; batches go through the one evaluation loop of
+`chessjax.evaluation`. Every bucket shape is compiled ahead of the timed pass:
+`games_per_s` measures evaluation, `compile_seconds` the compilation.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from chessjax import evaluation, labels, workdir
+from chessjax.data import pipeline
+from chessjax.data.source import GameSource, read_manifest
+from chessjax.encoding import id_to_move
+from chessjax.files import as_path, is_url, write_figure, write_text
+from chessjax.world_model import metrics, plots
+from chessjax.world_model.boards import failure_svg
+from chessjax.world_model.task import WorldModelTask
+
+INT32_MAX = np.iinfo(np.int32).max
+EVAL_KEYS = (*WorldModelTask.batch_keys, "index")
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-batch computation
+
+
+def eval_batch(logits_fn, params, model_state, batch: dict) -> tuple[dict, dict]:
+  """(`metrics.batch_stats`, per-game extras) of one batch from a single forward pass.
+
+  Extras: `index` int32[B] (game position in the split, -1 pad rows) and `pred_first` uint8[B, 75],
+  the argmax labels at each game's first wrong step (meaningless for exact games and pad rows).
+  """
+  logits = logits_fn(params, model_state, batch)
+  stats = metrics.batch_stats(logits, batch["states"], batch["mask"])
+  step = jnp.clip(stats["first_error"], 0, logits.shape[1] - 1)
+  at_step = jnp.take_along_axis(logits, step[:, None, None], axis=1)[:, 0]  # [B, 1878]
+  pred = labels.argmax_labels(at_step).astype(jnp.uint8)  # Every class count is <= 256.
+  return stats, {"index": batch["index"], "pred_first": pred}
+
+
+# ------------------------------------------------------------------------------------------------
+# Datasets and the evaluation pass
+
+
+def parse_data_arg(text: str) -> tuple[str, str, str | None]:
+  """`NAME=PATH[:SPLIT]` -> (name, path, split or None). A `:` is a split separator only when
+  what follows it contains no `/`."""
+  name, sep, rest = text.partition("=")
+  if not sep or not name or not rest:
+    raise ValueError(f"--data {text!r} is not NAME=PATH[:SPLIT]")
+  path, colon, split = rest.rpartition(":")
+  if not colon or not path or not split or "/" in split:
+    return name, rest, None
+  return name, path, split
+
+
+def resolve_split(path, split: str | None) -> str:
+  """The split to evaluate: `split` if the dataset has it, else `test`, else its only split."""
+  splits = sorted(read_manifest(path)["splits"])
+  if split is not None:
+    if split not in splits:
+      raise ValueError(f"{path} has no split {split!r}; it has {splits}")
+    return split
+  if "test" in splits:
+    return "test"
+  if len(splits) == 1:
+    return splits[0]
+  raise ValueError(f"{path} has no 'test' split; name one of {splits} as {path}:SPLIT")
+
+
+def _eval_iterator(path, split: str, num_games: int, batch_size: int, config):
+  return pipeline.make_eval_batches(
+    path,
+    split,
+    WorldModelTask.rows,
+    batch_size=batch_size,
+    bucket_lengths=tuple(config.data.bucket_lengths),
+    max_len=config.data.max_len,
+    max_games=num_games,
+  )
+
+
+def _compile_shapes(step_fn, params, model_state, plan, sharding) -> dict[int, object]:
+  """Ahead-of-time executables for every bucket length of `plan`, keyed by length."""
+  b = plan.batch_size
+  compiled = {}
+  for length in sorted({plan.global_batch(i)[1] for i in range(len(plan))}):
+    spec = {
+      "moves": jax.ShapeDtypeStruct((b, length), jnp.int32, sharding=sharding),
+      "states": jax.ShapeDtypeStruct((b, length, labels.NUM_LABELS), jnp.uint8, sharding=sharding),
+      "mask": jax.ShapeDtypeStruct((b, length), jnp.bool_, sharding=sharding),
+      "index": jax.ShapeDtypeStruct((b,), jnp.int32, sharding=sharding),
+    }
+    compiled[length] = step_fn.lower(params, model_state, spec).compile()
+  return compiled
+
+
+def evaluate_split(
+  restored, path, split: str, *, batch_size: int = 64, max_games=None, logits_fn=None
+) -> dict:
+  """Metrics of one dataset split under a restored model, plus per-game first errors.
+
+  `restored` is `chessjax.workdir.restore(workdir)`. `logits_fn(params, model_state, batch)`
+  replaces the model's logits (default: the restored model on `batch["moves"]`), e.g. by
+  synthetic ones whose errors are known. Returns the `metrics.Accumulator` result with
+  `dataset`, `checkpoint_step`, timing, `first_error_steps` (int per game, -1 when never wrong) and
+  `failures` (game index -> (first wrong step, predicted labels there), not JSON).
+  """
+  config, run, state, step = restored.config, restored.run, restored.state, restored.step
+  total = int(read_manifest(path)["splits"][split]["games"])
+  num_games = total if max_games is None else min(int(max_games), total)
+  if num_games <= 0:
+    raise ValueError(f"{path}:{split} has no games to evaluate")
+  devices = jax.device_count()
+  # Rows shard over every device; a small split does not need a full batch of padding.
+  batch_size = min(int(batch_size), num_games)
+  batch_size = -(-batch_size // devices) * devices
+  lengths = pipeline.game_lengths(path, split)[:num_games]
+  max_len = config.data.max_len
+  truncated = 0 if max_len is None else int((lengths > max_len).sum())
+
+  replicated = NamedSharding(run.data_sharding.mesh, P())
+  if logits_fn is None:
+    logits_fn = lambda params, model_state, batch: run.predict(params, model_state, batch["moves"])  # noqa: E731
+  step_fn = jax.jit(partial(eval_batch, logits_fn), out_shardings=replicated)
+  params, model_state = state["params"], state["model_state"]
+  batches = _eval_iterator(path, split, num_games, batch_size, config)
+  start = time.perf_counter()
+  compiled = _compile_shapes(step_fn, params, model_state, batches.plan, run.data_sharding)
+  compile_seconds = time.perf_counter() - start
+
+  acc = metrics.Accumulator()
+  first_steps = np.full(num_games, -2, dtype=np.int64)  # -2: not seen yet.
+  failures: dict[int, tuple[int, np.ndarray]] = {}
+
+  def consume(out):
+    stats, extra = out
+    acc.add(stats)
+    for g, first, pred in zip(
+      extra["index"], stats["first_error"], extra["pred_first"], strict=True
+    ):
+      if g < 0:
+        continue
+      if first == INT32_MAX:
+        first_steps[g] = -1
+      else:
+        first_steps[g] = first
+        failures[int(g)] = (int(first), np.array(pred))
+
+  def eval_step(arrays):
+    return compiled[arrays["moves"].shape[1]](params, model_state, arrays)
+
+  start = time.perf_counter()
+  try:
+    evaluation.run_batches(eval_step, run, batches, consume, keys=EVAL_KEYS)
+  finally:
+    batches.close()
+  seconds = time.perf_counter() - start
+  if (first_steps == -2).any():
+    raise RuntimeError(f"{int((first_steps == -2).sum())} games of {path}:{split} were not seen")
+
+  result = acc.result()
+  result.update(
+    checkpoint_step=int(step),
+    family=config.family,
+    size=config.size,
+    dataset={
+      "path": str(path),
+      "split": split,
+      "games": num_games,
+      "games_in_split": total,
+      "max_len": max_len,
+      "truncated_games": truncated,
+    },
+    batch_size=batch_size,
+    compiled_shapes=sorted(compiled),
+    compile_seconds=compile_seconds,
+    eval_seconds=seconds,
+    games_per_s=num_games / max(seconds, 1e-9),
+    steps_per_s=result["steps"] / max(seconds, 1e-9),
+    first_error_steps=first_steps.tolist(),
+    failures=failures,
+  )
+  return result
+
+
+def evaluate(
+  run_dir,
+  datasets: dict,
+  *,
+  batch_size: int = 64,
+  max_games: int | None = None,
+  boards: int = 5,
+  restored=None,
+  verbose: bool = True,
+  logits_fn=None,
+) -> dict[str, dict]:
+  """Evaluates the newest checkpoint of `workdir` on `datasets` and writes WORKDIR/eval/.
+
+  `datasets` maps a name to `(path, split)` (split None: `test`, else the only split). `restored`
+  may pass an already restored `chessjax.workdir.restore(run_dir)`; `logits_fn` as in
+  `evaluate_split`. Returns {name: result}, each
+  result being what NAME.json holds (metrics plus dataset, checkpoint step, throughput, first
+  wrong step per game and the boards drawn).
+  """
+  # WORKDIR/eval through etils.epath: a URL workdir (`gs://bucket/run`) gets its results there.
+  label = str(as_path(run_dir)) if is_url(run_dir) else str(Path(run_dir))  # As the user gave it.
+  # Check every dataset before paying for the model, so a typo fails in a second.
+  resolved = {}
+  for name, (path, split) in datasets.items():
+    if not name or "/" in name or name.startswith("."):
+      raise ValueError(f"dataset name {name!r} must be a plain file name")
+    resolved[name] = (path if is_url(path) else Path(path), resolve_split(path, split))
+  if restored is None:
+    restored = workdir.restore(run_dir)
+  chief = jax.process_index() == 0
+  out_dir = as_path(run_dir) / "eval"
+  if chief:
+    (out_dir / "boards").mkdir(parents=True, exist_ok=True)
+
+  results = {}
+  for name, (path, split) in resolved.items():
+    result = evaluate_split(
+      restored, path, split, batch_size=batch_size, max_games=max_games, logits_fn=logits_fn
+    )
+    failures = result.pop("failures")
+    result["boards"] = []
+    if chief:
+      result["boards"] = draw_failures(name, path, split, failures, boards, out_dir / "boards")
+      write_text(out_dir / f"{name}.json", json_text(result))
+      write_text(out_dir / f"{name}.md", results_markdown({name: result}, label))
+    results[name] = result
+    if verbose:
+      print(_progress_line(name, result), flush=True)
+  if chief:
+    every = saved_results(out_dir)
+    write_text(out_dir / "results.md", results_markdown(every, label))
+    _save_png_atomic(every, out_dir / "prefix_bins.png", as_path(run_dir).name)
+  return results
+
+
+def saved_results(out_dir: Path) -> dict[str, dict]:
+  """Every dataset's result in an eval folder (its NAME.json files), by name."""
+  return {p.stem: json.loads(p.read_text()) for p in sorted(as_path(out_dir).glob("*.json"))}
+
+
+def _progress_line(name: str, r: dict) -> str:
+  d = r["dataset"]
+  line = (
+    f"{name}: {d['games']} games of {d['path']}:{d['split']} in {r['eval_seconds']:.1f}s "
+    f"({r['games_per_s']:.1f} games/s, {r['compile_seconds']:.1f}s compiling)"
+  )
+  if d["truncated_games"]:
+    line += f"; {d['truncated_games']} games truncated to max_len={d['max_len']} steps"
+  if r["nonfinite_logits"]:
+    line += f"; {r['nonfinite_logits']:,} NON-FINITE logits"
+  return line
+
+
+# ------------------------------------------------------------------------------------------------
+# Reports
+
+
+def format_loss(x: float) -> str:
+  """The paper's loss format: 6 decimals, scientific below 1e-3."""
+  if not np.isfinite(x):
+    return str(x)
+  return f"{x:.6f}" if x >= 1e-3 or x == 0 else f"{x:.2e}"
+
+
+def results_markdown(results: dict[str, dict], run_dir) -> str:
+  """The paper's table plus label groups, first errors, non-finite logits and notes."""
+  any_r = next(iter(results.values()))
+  steps = {r["checkpoint_step"] for r in results.values()}
+  if len(steps) == 1:
+    when = f"checkpoint step {any_r['checkpoint_step']}"
+  else:
+    when = "checkpoint steps " + ", ".join(
+      f"{n} {r['checkpoint_step']}" for n, r in results.items()
+    )
+  lines = [
+    f"# Evaluation of `{run_dir}`",
+    "",
+    f"{any_r['family']} {any_r['size']}, {when}.",
+    "",
+    "| dataset | Loss | Labelwise % | ExactState % | Trajectory % |",
+    "|---|---:|---:|---:|---:|",
+  ]
+  for name, r in results.items():
+    lines.append(
+      f"| {name} | {format_loss(r['loss'])} | {100 * r['labelwise']:.2f} | "
+      f"{100 * r['exact_state']:.2f} | {100 * r['trajectory']:.2f} |"
+    )
+  lines += ["", "## Accuracy per label group (%)", ""]
+  lines.append("| dataset | " + " | ".join(metrics.GROUP_NAMES) + " |")
+  lines.append("|---|" + "---:|" * len(metrics.GROUP_NAMES))
+  for name, r in results.items():
+    cells = " | ".join(f"{100 * r['groups'][g]:.2f}" for g in metrics.GROUP_NAMES)
+    lines.append(f"| {name} | {cells} |")
+  lines += [
+    "",
+    "## First wrong step per game",
+    "",
+    "| dataset | games | games with an error | median first wrong step | games by first wrong "
+    "step (bins of 20 from t = 0) |",
+    "|---|---:|---:|---:|---|",
+  ]
+  for name, r in results.items():
+    fe = r["first_error"]
+    median = "-" if fe["median_step"] is None else f"{fe['median_step']:g}"
+    hist = " ".join(str(x) for x in fe["histogram_bins_of_20"]) or "-"
+    lines.append(f"| {name} | {r['games']} | {fe['games_with_error']} | {median} | {hist} |")
+  lines += [
+    "",
+    "## Data, non-finite logits and throughput",
+    "",
+    "| dataset | path:split | steps | truncated to max_len | non-finite logits | games/s |",
+    "|---|---|---:|---:|---:|---:|",
+  ]
+  for name, r in results.items():
+    d = r["dataset"]
+    lines.append(
+      f"| {name} | `{d['path']}:{d['split']}` | {r['steps']:,} | {d['truncated_games']} "
+      f"(max_len {d['max_len']}) | {r['nonfinite_logits']:,} | {r['games_per_s']:.1f} |"
+    )
+  boards = [(name, b) for name, r in results.items() for b in r["boards"]]
+  if boards:
+    lines += ["", "## Boards at the first wrong step", ""]
+    for name, b in boards:
+      lines.append(
+        f"* {name} game {b['game']} step {b['step']}: [{b['svg']}]({b['svg']}) "
+        f"({len(b['wrong'])} wrong labels)"
+      )
+  if any(r["dataset"]["truncated_games"] for r in results.values()):
+    lines += ["", "Truncated games are scored on their first max_len steps, as in training."]
+  return "\n".join(lines) + "\n"
+
+
+def json_text(result: dict) -> str:
+  """One top-level key per line (long per-game lists stay on one line, unlike `indent=`)."""
+  items = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in result.items()]
+  return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+def _save_png_atomic(results: dict, path, title: str) -> None:
+  if is_url(path):  # An object write is atomic already.
+    fig = plots.prefix_bins_figure(results, title)
+    write_figure(path, fig)
+    plots.plt.close(fig)
+    return
+  tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")  # matplotlib reads the suffix.
+  plots.save_prefix_bins_png(results, tmp, title)
+  os.replace(tmp, path)
+
+
+def draw_failures(name: str, path, split: str, failures: dict, count: int, out_dir) -> list[dict]:
+  """SVGs of the first `count` failing games (by index); returns what each shows."""
+  for stale in as_path(out_dir).glob(f"{name}_game*_step*.svg"):
+    stale.unlink()  # Boards of an earlier checkpoint would pass for this one's.
+  source = GameSource(path, split) if failures and count > 0 else None
+  drawn = []
+  for g in sorted(failures)[: max(count, 0)]:
+    step, pred = failures[g]
+    game = source[g]
+    true = game["states"][step]
+    move = id_to_move(int(game["moves"][step])) if step > 0 else None
+    where = f"ply {step}, move {move}" if move else "the initial position"
+    title = f"{name} game {g} ({game['example_id']}): first wrong step {step}, after {where}"
+    file = f"{name}_game{g}_step{step}.svg"
+    write_text(as_path(out_dir) / file, failure_svg(pred, true, title, move))
+    wrong = [int(i) for i in np.nonzero(np.asarray(pred) != true)[0]]
+    drawn.append({"game": g, "step": step, "svg": f"boards/{file}", "wrong": wrong})
+  return drawn
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(
+    prog="python -m chessjax.world_model.evaluate", description=__doc__.split("\n")[0]
+  )
+  ap.add_argument("--workdir", required=True, help="training workdir (config.json, checkpoints/)")
+  ap.add_argument(
+    "--data", nargs="+", required=True, metavar="NAME=PATH[:SPLIT]", help="datasets to score"
+  )
+  ap.add_argument("--batch-size", type=int, default=64)
+  ap.add_argument("--max-games", type=int, default=None, help="only the first N games of each")
+  ap.add_argument("--boards", type=int, default=5, help="failure boards drawn per dataset")
+  args = ap.parse_args(argv)
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+  logging.getLogger("absl").setLevel(logging.WARNING)
+  if args.batch_size < 1 or (args.max_games is not None and args.max_games < 1):
+    ap.error("--batch-size and --max-games must be positive")
+  try:
+    datasets = {}
+    for text in args.data:
+      name, path, split = parse_data_arg(text)
+      if name in datasets:
+        raise ValueError(f"dataset name {name!r} given twice")
+      datasets[name] = (path, split)
+    results = evaluate(
+      args.workdir,
+      datasets,
+      batch_size=args.batch_size,
+      max_games=args.max_games,
+      boards=args.boards,
+    )
+  except (ValueError, FileNotFoundError, KeyError) as e:
+    ap.error(str(e))
+  if jax.process_index() == 0:
+    out = as_path(args.workdir) / "eval" if is_url(args.workdir) else Path(args.workdir) / "eval"
+    print()
+    print((out / "results.md").read_text().split("\n## ")[0].strip())
+    print()
+    print(f"metrics:  {', '.join(str(out / f'{n}.json') for n in results)}")
+    print(f"report:   {out / 'results.md'}")
+    print(f"plot:     {out / 'prefix_bins.png'}")
+    n_boards = sum(len(r["boards"]) for r in results.values())
+    print(f"boards:   {n_boards} SVGs under {out / 'boards'}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

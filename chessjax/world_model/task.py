@@ -1,0 +1,47 @@
+"""The world-model task for the training loop: batch rows, loss and evaluation statistics.
+
+From the move tokens of a game (START first) the model predicts, at every step t = 0..plies, the
+75 labels of the state after move t; the loss is the mean per-label cross-entropy over valid
+steps (Walker & Lyons, Chess-World-Model, sections 2.4 and 3.1). Batches are the stored games as
+they are (`chessjax.data.rows.GameRows`: moves, states, mask).
+"""
+
+from chessjax.data.rows import GameRows
+from chessjax.world_model import metrics, plots
+
+
+class WorldModelTask:
+  head = "state"
+  model_kwargs: dict = {}
+  rows = GameRows()
+  batch_keys = GameRows.keys  # moves int32[B, T], states uint8[B, T, 75], mask bool[B, T]
+
+  def loss(self, model, batch: dict, *, train: bool):
+    logits = model(batch["moves"], train=train)
+    return metrics.loss_fn(logits, batch["states"], batch["mask"])
+
+  def eval_stats(self, model, batch: dict) -> dict:
+    logits = model(batch["moves"], train=False)
+    return metrics.batch_stats(logits, batch["states"], batch["mask"])
+
+  def accumulator(self) -> metrics.Accumulator:
+    return metrics.Accumulator()
+
+  def summarize(self, result: dict):
+    """(log line, TensorBoard scalars, TensorBoard images) of a validation result."""
+    line = (
+      f"loss {result['loss']:.4f}  labelwise {result['labelwise']:.4f}  "
+      f"exact {result['exact_state']:.4f}  trajectory {result['trajectory']:.4f}"
+    )
+    scalars = {
+      f"validation/{key}": result[key]
+      for key in ("loss", "labelwise", "exact_state", "trajectory", "nonfinite_logits")
+    }
+    scalars.update({f"validation_groups/{name}": acc for name, acc in result["groups"].items()})
+    images = {"validation/prefix_bins": plots.prefix_bins_image(result, "validation")}
+    return line, scalars, images
+
+
+def make_task(config=None) -> WorldModelTask:
+  del config  # The world-model task has no options beyond the config's data and model blocks.
+  return WorldModelTask()

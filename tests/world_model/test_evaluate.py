@@ -1,0 +1,280 @@
+"""Evaluation reports and the game tracker, on a model trained for 4 steps.
+
+The streamed evaluation must equal `metrics.state_metrics` on logits computed directly; boards and
+first errors are checked against synthetic logits whose first wrong step is known per game.
+"""
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import REPO
+
+from chessjax import labels, train, workdir
+from chessjax.data import GameSource, read_manifest
+from chessjax.encoding import PAD_ID
+from chessjax.world_model import boards, evaluate, metrics, track
+from configs import cwm
+from data_prep import process_pgn
+
+FAMILY = "gated_deltanet"  # Small and quick to compile at smoke size; any family works.
+SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
+OPENING = "e2e4 e7e5 g1f3 b8c6 f1b5 a7a6 e1g1".split()
+
+
+def _prepare(out, *extra):
+  args = ["--pgn", str(SAMPLE), "--out", str(out), *extra]
+  process_pgn.run(process_pgn.parse_args(args))
+  return out
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, small_dataset):
+  root = tmp_path_factory.mktemp("eval_data")
+  real = small_dataset
+  # One split not called `test`: evaluation must pick it by default.
+  single = _prepare(root / "single", "--max-games", "10", "--split", "games")
+  return {"real": real, "single": single}
+
+
+@pytest.fixture(scope="module")
+def run_dir(data, tmp_path_factory):
+  config = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
+  config.data.train = str(data["real"])
+  config.data.bucket_lengths = (128,)  # One training shape: one compilation.
+  config.train.steps = config.train.checkpoint_every = config.train.eval_every = 4
+  wd = tmp_path_factory.mktemp("eval_run") / "wd"
+  train.train_and_evaluate(config, wd)
+  # Evaluation compiles its own shapes: two buckets exercise streaming across batch shapes.
+  saved = json.loads((wd / "config.json").read_text())
+  saved["data"]["bucket_lengths"] = [64, 128]
+  (wd / "config.json").write_text(json.dumps(saved))
+  return wd
+
+
+@pytest.fixture(scope="module")
+def restored(run_dir):
+  return workdir.restore(run_dir)
+
+
+def _padded_games(path, split, max_len):
+  """Every game of a split, cut to max_len steps and padded to max_len: moves, states, mask."""
+  source = GameSource(path, split)
+  n = len(source)
+  moves = np.full((n, max_len), PAD_ID, np.int32)
+  states = np.zeros((n, max_len, labels.NUM_LABELS), np.uint8)
+  mask = np.zeros((n, max_len), bool)
+  for i in range(n):
+    g = source[i]
+    k = min(len(g["moves"]), max_len)
+    moves[i, :k], states[i, :k], mask[i, :k] = g["moves"][:k], g["states"][:k], True
+  return moves, states, mask
+
+
+def _first_errors(logits, states, mask):
+  _, hit = metrics.per_label(jnp.asarray(logits), jnp.asarray(states))
+  wrong = ~np.asarray(hit).all(-1) & mask
+  return [int(np.argmax(w)) if w.any() else -1 for w in wrong]
+
+
+def _captions(svg_path):
+  root = ET.parse(svg_path).getroot()  # Also checks that the SVG is well-formed XML.
+  return " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+
+
+def _check_boards(result, out_dir, expected_first):
+  for b in result["boards"]:
+    assert b["step"] == expected_first[b["game"]]
+    text = _captions(out_dir / b["svg"])
+    assert f"game {b['game']} " in text and f"first wrong step {b['step']}," in text
+    assert f"{len(b['wrong'])} wrong labels:" in text
+  failing = [g for g, s in enumerate(expected_first) if s >= 0]
+  assert [b["game"] for b in result["boards"]] == failing[: len(result["boards"])]
+
+
+def test_streamed_metrics_equal_direct_metrics(run_dir, data, restored):
+  config, run, state, step = restored.config, restored.run, restored.state, restored.step
+  results = evaluate.evaluate(
+    run_dir, {"real": (data["real"], None)}, batch_size=4, boards=3, restored=restored
+  )
+  out = run_dir / "eval"
+  saved = json.loads((out / "real.json").read_text())
+  r = results["real"]
+  assert saved["exact_state"] == r["exact_state"] and saved["checkpoint_step"] == step == 4
+  assert r["dataset"]["split"] == "test" and r["compiled_shapes"] == [64, 128]
+  assert r["games_per_s"] > 0 and r["dataset"]["games"] == r["games"]
+
+  moves, states, mask = _padded_games(data["real"], "test", config.data.max_len)
+  logits = np.asarray(run.predict(state["params"], state["model_state"], jnp.asarray(moves)))
+  want = metrics.state_metrics(logits, states, mask)
+  assert r["loss"] == pytest.approx(want["loss"], rel=1e-5)
+  for key in ("labelwise", "exact_state", "trajectory", "groups"):
+    assert r[key] == pytest.approx(want[key], rel=1e-6, abs=1e-9), key
+  for key in ("start", "steps", "exact_state", "labelwise"):
+    assert r["bins"][key] == pytest.approx(want["bins"][key], rel=1e-6, abs=1e-9), key
+  assert (r["steps"], r["games"], r["first_error"]) == (
+    want["steps"],
+    want["games"],
+    want["first_error"],
+  )
+  assert r["dataset"]["truncated_games"] == int((mask.sum(1) == config.data.max_len).sum())
+  expected_first = _first_errors(logits, states, mask)
+  assert r["first_error_steps"] == expected_first
+  assert len(r["boards"]) == min(3, sum(s >= 0 for s in expected_first))
+  _check_boards(r, out, expected_first)
+
+  md = (out / "results.md").read_text()
+  assert "| dataset | Loss | Labelwise % | ExactState % | Trajectory % |" in md
+  row = f"| real | {evaluate.format_loss(r['loss'])} | {100 * r['labelwise']:.2f} |"
+  assert row in md and "## Accuracy per label group" in md and "non-finite" in md
+  assert (out / "prefix_bins.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _synthetic_logits(error_step, inf_game):
+  """One-hot logits of the true labels, with square a8 wrong at `error_step(game)` (0: none) and
+  +inf on the true class of a8 at step 0 of game `inf_game` (argmax still right, loss NaN)."""
+
+  def logits_fn(params, model_state, batch):
+    states = batch["states"].astype(jnp.int32)
+    b, t, _ = states.shape
+    cols = jnp.asarray(labels.HEAD_OFFSETS) + states
+    rows_b, rows_t = jnp.arange(b)[:, None], jnp.arange(t)[None, :]
+    logits = jnp.zeros((b, t, labels.HEAD_DIM)).at[rows_b[..., None], rows_t[..., None], cols]
+    logits = logits.set(10.0)
+    err = error_step(batch["index"])  # [B]; 0 = no injected error.
+    wrong_class = (states[:, :, 0] + 1) % labels.NUM_PIECE_CLASSES
+    hit = (rows_t == err[:, None]) & (err[:, None] > 0)
+    logits = logits.at[rows_b, rows_t, wrong_class].add(jnp.where(hit, 20.0, 0.0))
+    inf_at = (batch["index"] == inf_game)[:, None] & (rows_t == 0)
+    return logits.at[rows_b, rows_t, states[:, :, 0]].add(jnp.where(inf_at, jnp.inf, 0.0))
+
+  return logits_fn
+
+
+def test_first_errors_boards_and_nonfinite_logits(run_dir, data, restored, monkeypatch):
+  err = lambda g: jnp.where(g % 3 == 0, 0, 1 + (g * 7) % 20)  # Games have >= 21 steps.
+  r = evaluate.evaluate(
+    run_dir,
+    {"fake": (data["real"], "test")},
+    batch_size=4,
+    boards=2,
+    restored=restored,
+    logits_fn=_synthetic_logits(err, inf_game=2),
+  )["fake"]
+  n = r["games"]
+  expected = [int(err(g)) or -1 for g in range(n)]
+  assert r["first_error_steps"] == expected
+  assert r["trajectory"] == pytest.approx(sum(s < 0 for s in expected) / n)
+  assert r["first_error"]["games_with_error"] == sum(s > 0 for s in expected)
+  assert r["nonfinite_logits"] == 1 and np.isnan(r["loss"])
+  _check_boards(r, run_dir / "eval", expected)
+  first = r["boards"][0]
+  assert first["wrong"] == [0]  # Only square a8 is wrong.
+  assert "a8: model" in _captions(run_dir / "eval" / first["svg"])
+  md = (run_dir / "eval" / "results.md").read_text()
+  assert "| fake | nan |" in md and "(max_len 128) | 1 |" in md  # Loss and non-finite count.
+  assert np.isnan(json.loads((run_dir / "eval" / "fake.json").read_text())["loss"])
+
+
+def test_perfect_predictions_draw_no_boards(run_dir, data, restored, monkeypatch):
+  logits_fn = _synthetic_logits(lambda g: 0 * g, inf_game=-5)
+  r = evaluate.evaluate(
+    run_dir, {"single": (data["single"], None)}, restored=restored, logits_fn=logits_fn
+  )["single"]
+  assert r["dataset"]["split"] == "games"  # The only split.
+  assert r["exact_state"] == r["trajectory"] == 1.0 and r["nonfinite_logits"] == 0
+  assert r["boards"] == [] and set(r["first_error_steps"]) == {-1}
+  assert r["first_error"]["games_with_error"] == 0
+  assert not list((run_dir / "eval" / "boards").glob("single_*.svg"))
+  assert "| single | 10 | 0 | - |" in (run_dir / "eval" / "results.md").read_text()
+
+
+def test_cli_prints_table_and_limits_games(run_dir, data, restored, monkeypatch, capsys):
+  monkeypatch.setattr(workdir, "restore", lambda wd: restored)
+  argv = ["--workdir", str(run_dir), "--data", f"a={data['real']}:train", f"b={data['single']}"]
+  assert evaluate.main(argv + ["--max-games", "5", "--boards", "1", "--batch-size", "2"]) == 0
+  out = capsys.readouterr().out
+  assert "| a |" in out and "| b |" in out and "results.md" in out and "prefix_bins.png" in out
+  a = json.loads((run_dir / "eval" / "a.json").read_text())
+  assert a["games"] == 5 and a["dataset"]["split"] == "train" and len(a["boards"]) <= 1
+
+
+def test_bad_arguments_fail_clearly(run_dir, data, tmp_path, capsys):
+  with pytest.raises(ValueError, match=r"no split 'nope'; it has \['test', 'train'"):
+    evaluate.evaluate(run_dir, {"x": (data["real"], "nope")})
+  with pytest.raises(SystemExit):
+    evaluate.main(["--workdir", str(run_dir), "--data", f"x={data['real']}:nope"])
+  assert "no split 'nope'" in capsys.readouterr().err
+  # Several splits and none called `test`: the error lists them.
+  no_test = tmp_path / "no_test"
+  shutil.copytree(data["real"], no_test)
+  manifest = read_manifest(no_test)
+  del manifest["splits"]["test"]
+  (no_test / "manifest.json").write_text(json.dumps(manifest))
+  with pytest.raises(ValueError, match=r"no 'test' split; name one of \['train'"):
+    evaluate.resolve_split(no_test, None)
+  with pytest.raises(FileNotFoundError, match="not a training workdir"):
+    evaluate.evaluate(tmp_path / "missing", {"x": (data["real"], None)})
+  with pytest.raises(SystemExit):
+    evaluate.main(["--workdir", str(tmp_path / "missing"), "--data", f"x={data['real']}"])
+  assert "not a training workdir" in capsys.readouterr().err
+  with pytest.raises(ValueError, match="NAME=PATH"):
+    evaluate.parse_data_arg("just/a/path")
+  assert evaluate.parse_data_arg("r=/d/x:test") == ("r", "/d/x", "test")
+  assert evaluate.parse_data_arg("r=/d/x") == ("r", "/d/x", None)
+
+
+def test_track_prints_every_ply(run_dir, restored, monkeypatch, capsys, tmp_path):
+  steps = track.track(run_dir, OPENING, restored=restored)
+  assert [s["step"] for s in steps] == list(range(len(OPENING) + 1))
+  assert steps[5]["san"] == "Bb5" and steps[0]["move"] is None
+  assert all(s["exact"] == (s["wrong"] == []) for s in steps)
+
+  monkeypatch.setattr(workdir, "restore", lambda wd: restored)
+  assert track.main(["--workdir", str(run_dir), "--moves", " ".join(OPENING), "--ascii"]) == 0
+  out = capsys.readouterr().out
+  for rank in "87654321":
+    assert out.count(f"\n  {rank} ") == len(OPENING) + 1
+  assert "  1 R N B Q . R K .\n" in out  # The true board after castling, on the right.
+  assert "castling" in out and "fullmove" in out and "exact steps:" in out
+  pgn = tmp_path / "g.pgn"
+  pgn.write_text('[Event "x"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. O-O *\n')
+  assert track.main(["--workdir", str(run_dir), "--pgn", str(pgn)]) == 0
+  assert capsys.readouterr().out.count("\n  8 ") == len(OPENING) + 1
+
+
+def test_track_names_the_illegal_ply(run_dir, restored, capsys):
+  with pytest.raises(ValueError, match="ply 3: illegal move 'e1e3'"):
+    track.track(run_dir, "e2e4 e7e5 e1e3", restored=restored)
+  with pytest.raises(SystemExit):
+    track.main(["--workdir", str(run_dir), "--moves", "e2e4 e7e5 e1e3"])
+  assert "ply 3" in capsys.readouterr().err
+
+
+def test_invalid_predicted_rows_still_draw():
+  row = np.zeros(labels.NUM_LABELS, np.uint8)
+  row[[0, 1, 2]] = 6  # Three white kings on a8, b8, c8.
+  row[[8, 9]] = 1  # White pawns on the 7th rank.
+  board = boards.board_of_labels(row)
+  assert len(board.pieces(6, True)) == 3 and len(board.pieces(1, True)) == 2
+  true = row.copy()
+  true[1] = 0
+  svg = boards.failure_svg(row, true, "t")
+  assert "b8: model white king, true empty" in " ".join(
+    t.text or "" for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")
+  )
+
+
+def test_a_second_evaluation_keeps_the_first_results(run_dir, data, restored):
+  """Each dataset keeps its own NAME.json and NAME.md; results.md tables every one of them."""
+  evaluate.evaluate(run_dir, {"first": (data["single"], None)}, restored=restored, boards=0)
+  evaluate.evaluate(run_dir, {"second": (data["single"], None)}, restored=restored, boards=0)
+  out = run_dir / "eval"
+  md = (out / "results.md").read_text()
+  assert "| first | " in md and "| second | " in md
+  assert "| first | " in (out / "first.md").read_text()
+  assert "| second | " not in (out / "first.md").read_text()
+  assert json.loads((out / "first.json").read_text())["games"] == 10

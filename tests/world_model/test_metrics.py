@@ -1,0 +1,129 @@
+"""Loss and metrics (Walker & Lyons, section 2.4) on hand-checkable predictions."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from chessjax import labels
+from chessjax.encoding import encode_game
+from chessjax.world_model import metrics
+
+
+def one_hot_logits(states: np.ndarray, scale: float = 10.0) -> np.ndarray:
+  """Logits whose argmax is `states` everywhere."""
+  out = np.zeros((*states.shape[:-1], labels.HEAD_DIM), np.float32)
+  idx = labels.HEAD_OFFSETS + states.astype(np.int64)
+  np.put_along_axis(out, idx, scale, axis=-1)
+  return out
+
+
+@pytest.fixture(scope="module")
+def batch(sample_games_uci):
+  games = [encode_game(g)[1] for g in sample_games_uci[:6]]
+  T = max(len(s) for s in games)
+  states = np.zeros((len(games), T, 75), np.uint8)
+  mask = np.zeros((len(games), T), bool)
+  for i, s in enumerate(games):
+    states[i, : len(s)] = s
+    mask[i, : len(s)] = True
+  return states, mask
+
+
+def test_perfect_predictions(batch):
+  states, mask = batch
+  m = metrics.state_metrics(one_hot_logits(states), states, mask)
+  assert m["labelwise"] == m["exact_state"] == m["trajectory"] == 1.0
+  assert m["steps"] == mask.sum() and m["games"] == len(states)
+  assert all(v == 1.0 for v in m["groups"].values())
+  assert m["first_error"]["games_with_error"] == 0 and m["nonfinite_logits"] == 0
+  assert all(x == 1.0 for x in m["bins"]["exact_state"])
+  # Cross-entropy of a 10-logit margin, computed by hand per group.
+  expected = 0.0
+  for _, _, count, classes in labels.GROUPS:
+    expected += count * -np.log(np.exp(10) / (np.exp(10) + classes - 1))
+  # float32 log-softmax near zero loses a few digits: 1e-3 relative is its precision here.
+  assert m["loss"] == pytest.approx(expected / 75, rel=1e-3)
+  assert float(metrics.loss_fn(one_hot_logits(states), states, mask)) == pytest.approx(m["loss"])
+
+
+def test_single_wrong_label(batch):
+  states, mask = batch
+  wrong = states.copy()
+  wrong[2, 25, 64] ^= 1  # Side to move wrong at step 25 of game 2.
+  m = metrics.state_metrics(one_hot_logits(wrong), states, mask)
+  n = mask.sum()
+  assert m["exact_state"] == pytest.approx((n - 1) / n)
+  assert m["labelwise"] == pytest.approx(1 - 1 / (75 * n))
+  assert m["trajectory"] == pytest.approx(5 / 6)
+  assert m["groups"]["side"] == pytest.approx(1 - 1 / n)
+  assert m["first_error"]["games_with_error"] == 1 and m["first_error"]["median_step"] == 25
+  assert m["bins"]["exact_state"][1] < 1.0 and m["bins"]["exact_state"][0] == 1.0
+
+
+def test_streaming_equals_whole_batch_and_padding_is_ignored(batch):
+  states, mask = batch
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(*states.shape[:2], labels.HEAD_DIM)).astype(np.float32)
+  whole = metrics.state_metrics(logits, states, mask)
+  acc = metrics.Accumulator()
+  for lo, hi in ((0, 2), (2, 5), (5, 6)):
+    T = int(mask[lo:hi].sum(1).max())  # Each chunk cut to its own length, like buckets.
+    acc.add(metrics.batch_stats(jnp.asarray(logits[lo:hi, :T]), states[lo:hi, :T], mask[lo:hi, :T]))
+  streamed = acc.result()
+  for key in ("loss", "labelwise", "exact_state", "trajectory"):
+    assert streamed[key] == pytest.approx(whole[key], rel=1e-6)
+  assert streamed["bins"]["steps"] == whole["bins"]["steps"]
+  # Garbage in padded positions changes nothing.
+  noisy = logits.copy()
+  noisy[~mask] = 1e6
+  assert metrics.state_metrics(noisy, states, mask)["loss"] == pytest.approx(whole["loss"])
+
+
+def test_non_finite_logits_are_counted_and_scored(batch):
+  states, mask = batch
+  logits = one_hot_logits(states)
+  logits[0, 3, :5] = np.nan
+  logits[1, 4, 100] = np.inf
+  m = metrics.state_metrics(logits, states, mask)
+  assert m["nonfinite_logits"] == 6
+  assert 0.99 < m["labelwise"] < 1.0
+  assert np.isnan(m["loss"]) or m["loss"] > 0
+
+
+def test_empty_input_raises():
+  with pytest.raises(ValueError, match="no valid steps"):
+    metrics.state_metrics(
+      np.zeros((1, 2, 1878), np.float32), np.zeros((1, 2, 75), np.uint8), np.zeros((1, 2), bool)
+    )
+
+
+def test_cross_entropy_and_its_hand_written_gradient_match_autodiff(batch):
+  """label_cross_entropy's custom gradient equals autodiff of log_softmax + gather, float64."""
+  import jax
+
+  states, mask = batch
+  rng = np.random.default_rng(0)
+  with jax.enable_x64():
+    logits = jnp.asarray(3.0 * rng.standard_normal((*states.shape[:-1], labels.HEAD_DIM)))
+    weights = jnp.asarray(rng.random(states.shape))  # a non-uniform cotangent per label
+
+    def reference(x):
+      out = []
+      for _, first, count, classes in labels.GROUPS:
+        start = int(labels.HEAD_OFFSETS[first])
+        group = x[..., start : start + count * classes].reshape(*x.shape[:-1], count, classes)
+        target = jnp.asarray(states[..., first : first + count], jnp.int32)[..., None]
+        out.append(-jnp.take_along_axis(jax.nn.log_softmax(group), target, -1)[..., 0])
+      return jnp.concatenate(out, -1)
+
+    def fast(x):
+      return metrics.label_cross_entropy(x, jnp.asarray(states))
+
+    np.testing.assert_allclose(fast(logits), reference(logits), rtol=1e-12, atol=1e-12)
+    g_fast = jax.grad(lambda x: jnp.sum(fast(x) * weights))(logits)
+    g_ref = jax.grad(lambda x: jnp.sum(reference(x) * weights))(logits)
+    assert g_fast.dtype == jnp.float64
+    np.testing.assert_allclose(g_fast, g_ref, rtol=1e-10, atol=1e-12)
+    m = jnp.asarray(mask)
+    g_loss = jax.grad(metrics.loss_fn)(logits, jnp.asarray(states), m)
+    assert np.all(np.asarray(g_loss)[~mask] == 0.0) and np.abs(g_loss[mask]).max() > 0
