@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test lint demo bench clean engines
+.PHONY: venv test test-fast lint demo demo-lm bench clean engines
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,8 +19,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Two pytest workers (one per core here), each test module on one worker so its module fixtures
+# are built once; every test runs, slow ones included. The 15 slowest are listed at the end.
 test: lint engines
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=15 tests
+
+# Quick local iteration: everything but the tests marked slow.
+test-fast: lint
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow" tests
 
 # Chess engines for the atomic evaluation track (Co & Konuganti, 2026), into the git-ignored engines/:
 # engines/stockfish, a link to Debian's Stockfish (standard rules), and engines/fairy-stockfish,
@@ -99,6 +105,9 @@ $(FAIRY): $(PYFFISH_SDIST)
 
 demo: $(STAMP)
 	$(BIN)/python -m chessjax.world_model.demo --workdir $(WORK)
+
+demo-lm: $(STAMP)
+	$(BIN)/python -m chessjax.lm.demo --workdir runs/demo_lm
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_data_prep

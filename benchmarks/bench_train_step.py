@@ -5,11 +5,12 @@
         [--no-attention]
 
 One step = forward (train mode, dropout on) + the training loss
-(chessjax.world_model.metrics.loss_fn: the 75 per-label cross-entropies of the chessjax.labels head layout, averaged over labels and steps) +
-backward + global-norm clipping (1.0) + an optax AdamW update, on random valid move ids (START
-first, then ids of real from/to/promotion triples) and random labels, no padding. The step is a
-pure function of (params, rest, opt_state, batch), split from the nnx model once with
-`nnx.split` and compiled with `jax.jit` with the state donated, as the training loop does.
+(chessjax.world_model.metrics.loss_fn: the 75 per-label cross-entropies of the chessjax.labels head
+layout, averaged over labels and steps) + backward + global-norm clipping (1.0) + an optax AdamW
+update, on random valid move ids (START first, then ids of real from/to/promotion triples) and
+random labels, no padding. The step is a pure function of (params, rest, opt_state, batch), split
+from the nnx model once with `nnx.split` and compiled with `jax.jit` with the state donated, as the
+training loop does.
 
 Each configuration compiles (warm-up steps, excluded), then times `--iters` steps, each to
 completion; the table gives the median. "growth" is the step-time ratio to the previous length

@@ -22,8 +22,8 @@ class Checkpointer:
   """Saves and restores (train state, data state) pairs under `workdir/checkpoints` (a local path
   or a URL such as `gs://bucket/run`: orbax writes straight to the bucket)."""
 
-  def __init__(self, workdir, *, max_to_keep: int = 3):
-    self.directory = as_path(workdir) / "checkpoints"
+  def __init__(self, workdir, *, max_to_keep: int = 3, subdir: str = "checkpoints"):
+    self.directory = as_path(workdir) / subdir
     self.manager = ocp.CheckpointManager(
       self.directory,
       options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),

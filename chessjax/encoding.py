@@ -1,12 +1,12 @@
 """Move tokens and the 75 state labels of the Chess-World-Model task (Walker & Lyons,
 Chess-World-Model, section 2.3, appendix A.1).
 
-`encode_game` replays UCI moves with python-chess (which checks legality) under standard or
-atomic rules (`chess.variant.AtomicBoard`, Co & Konuganti's atomic chess: same tokens, same
-labels) and reads each position from python-chess's bitboards: eight integers per ply, turned into the 64 square
-labels for the whole game at once with numpy. This is exact by construction and several times
-faster than the released 64-square `piece_at` loop. The native PGN path (`chessjax.pgn_native`)
-produces the same arrays from the Rust PGN reader; tests hold both to python-chess.
+`encode_game` replays UCI moves with python-chess (which checks legality) under standard or atomic
+rules (`chess.variant.AtomicBoard`, Co & Konuganti's atomic chess: same tokens, same labels) and
+reads each position from python-chess's bitboards: eight integers per ply, turned into the 64 square
+labels for the whole game at once with numpy. This is exact by construction and several times faster
+than the released 64-square `piece_at` loop. The native PGN path (`chessjax.pgn_reader`) produces
+the same arrays from the Rust PGN reader; tests hold both to python-chess.
 """
 
 import re

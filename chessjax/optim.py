@@ -1,10 +1,13 @@
 """Optimizer of the benchmark: AdamW with global-norm clipping and the paper's schedule
 (Walker & Lyons, Chess-World-Model, section 3.3 and appendix B.2).
 
-Schedule: linear warmup by factor `(step + 1) / warmup`, then either constant (stage-1 sweep) or
-cosine decay to a floor, `floor + (1 - floor) * 0.5 * (1 + cos(pi p))` with `p` the fraction of
-post-warmup steps done. Weight decay applies to every parameter except those a family marks as
-`NoWeightDecay` (Gated DeltaNet's A_log and dt_bias).
+Schedule: linear warmup by factor `(step + 1) / warmup` (none if `warmup` is 0), then either
+constant (stage-1 sweep) or cosine decay to a floor, `floor + (1 - floor) * 0.5 * (1 + cos(pi p))`
+with `p` the fraction of post-warmup steps done: the released code's LambdaLR, step for step
+(tests/test_step_parity.py); or linear decay to zero, `1 - p`, the schedule Toshniwal et al. train
+their language models with (Hugging Face's `get_linear_schedule_with_warmup`). Weight decay applies
+to every parameter except those a family marks as `NoWeightDecay` (Gated DeltaNet's A_log and
+dt_bias).
 """
 
 import jax
@@ -14,20 +17,27 @@ from flax import nnx
 
 from chessjax.models.layers import NoWeightDecay
 
+SCHEDULES = ("cosine", "constant", "linear")
+
 
 def lr_schedule(lr: float, warmup_steps: int, total_steps: int, schedule: str, floor: float):
   """The learning rate as a function of the (0-based) step."""
-  if schedule not in ("cosine", "constant"):
-    raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
-  warmup = max(int(warmup_steps), 1)
+  if schedule not in SCHEDULES:
+    raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+  warmup = int(warmup_steps)
+  if warmup < 0:
+    raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
   decay_steps = max(int(total_steps) - warmup, 1)
 
   def fn(step):
     step = jnp.asarray(step, jnp.float32)
-    warm = jnp.minimum((step + 1.0) / warmup, 1.0)
+    # No warmup: the cosine starts at step 0, as the released LambdaLR does.
+    warm = jnp.minimum((step + 1.0) / warmup, 1.0) if warmup else jnp.float32(1.0)
     if schedule == "constant":
       return lr * warm
     p = jnp.clip((step - warmup) / decay_steps, 0.0, 1.0)
+    if schedule == "linear":
+      return lr * jnp.where(step < warmup, warm, 1.0 - p)
     cosine = floor + (1.0 - floor) * 0.5 * (1.0 + jnp.cos(jnp.pi * p))
     return lr * jnp.where(step < warmup, warm, cosine)
 
@@ -43,9 +53,13 @@ def decay_mask(params: nnx.State):
   )
 
 
-def make_optimizer(optim, total_steps: int, params: nnx.State) -> optax.GradientTransformation:
-  """AdamW + clipping from the `optim` block of a config (see configs/cwm.py)."""
-  schedule = lr_schedule(optim.lr, optim.warmup_steps, total_steps, optim.schedule, optim.floor)
+def make_optimizer(
+  optim, total_steps: int, params: nnx.State, *, warmup_steps: int | None = None
+) -> optax.GradientTransformation:
+  """AdamW + clipping from the `optim` block of a config (see configs/cwm.py); `warmup_steps`
+  overrides `optim.warmup_steps`."""
+  warmup = optim.warmup_steps if warmup_steps is None else warmup_steps
+  schedule = lr_schedule(optim.lr, warmup, total_steps, optim.schedule, optim.floor)
   return optax.chain(
     optax.clip_by_global_norm(optim.clip_norm),
     optax.adamw(
@@ -54,6 +68,7 @@ def make_optimizer(optim, total_steps: int, params: nnx.State) -> optax.Gradient
       b2=optim.b2,
       eps=optim.eps,
       weight_decay=optim.weight_decay,
-      mask=decay_mask(params),
+      # `decay_all` (Toshniwal et al.'s AdamW) decays every parameter, exemptions included.
+      mask=None if optim.get("decay_all", False) else decay_mask(params),
     ),
   )

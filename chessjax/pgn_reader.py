@@ -10,8 +10,8 @@ Two paths give identical labels (tests hold both to python-chess, the oracle):
   reader's halfmove clock is a uint8 that wraps at 256; ours is not).
 * python-chess: any game the native reader rejects is re-read with python-chess, which decides
   (Walker & Lyons, appendix B.1: a game is kept iff python-chess replays it without
-  `game.errors`). A game that python-chess accepts but the reader did not is encoded by `chessjax.encoding.encode_game` and
-  counted as `python_chess_fallback`.
+  `game.errors`). A game that python-chess accepts but the reader did not is encoded by
+  `chessjax.encoding.encode_game` and counted as `python_chess_fallback`.
 
 A game is kept iff it starts from the standard position, is of the requested variant, is valid
 UTF-8, replays legally to its end, and has at least `min_plies` plies. Skip reasons are counted.

@@ -6,11 +6,13 @@ trainer:
 
     task = get_task(config)        # config.task: "world_model" -> chessjax.world_model.task
     model = create_model(config.family, config.size, head=task.head, **task.model_kwargs, ...)
-    batches = make_batches(path, split, task.rows, ...)    # rows of the task's format
+    batches = make_batches(path, split, task.rows, ...)    # training rows of the task's format
+    val = make_eval_batches(path, split, task.eval_rows, ...)  # its validation/test rows
     loss = task.loss(model, batch, train=True)
     stats = task.eval_stats(model, batch)                  # additive, jittable
     acc = task.accumulator(); acc.add(stats); result = acc.result()
     line, scalars, images = task.summarize(result)         # for the log and TensorBoard
+    result[task.selection_metric]                          # lower is better: best checkpoint
 
 A track adds a task in its own folder (`chessjax/<track>/task.py` with `make_task(config)`), or
 anywhere importable under a dotted name (`config.task = "my_package.my_task"`); the loop is not
@@ -36,7 +38,9 @@ class Accumulator(Protocol):
 class Task(Protocol):
   head: str  # `create_model` head: "state" or "tokens".
   model_kwargs: dict  # Further `create_model` arguments of the head (e.g. vocab_size).
-  rows: RowFormat  # How stored games become the task's batch arrays.
+  rows: RowFormat  # How stored games become the task's training batch arrays.
+  eval_rows: RowFormat  # ... its validation and test arrays (e.g. without training-time noise).
+  selection_metric: str  # Key of the evaluation result that picks the best checkpoint (lower).
   batch_keys: tuple[str, ...]  # The arrays of a batch that the device needs.
 
   def loss(self, model: nnx.Module, batch: dict, *, train: bool) -> jax.Array: ...

@@ -149,13 +149,17 @@ def build_model(config: ml_collections.ConfigDict, task: Task) -> nnx.Module:
   )
 
 
-def build(config: ml_collections.ConfigDict, task: Task | None = None, *, devices=None):
+def build(
+  config: ml_collections.ConfigDict, task: Task | None = None, *, devices=None, total_steps=None
+):
   """Model, initial train state and compiled steps (`Run`) for a config, data parallel over
-  `devices` (default: every device of every process)."""
+  `devices` (default: every device of every process). `total_steps` sets the learning-rate
+  schedule's length (default `config.train.steps`)."""
   task = get_task(config) if task is None else task
   model = build_model(config, task)
   graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
-  tx = optim.make_optimizer(config.optim, config.train.steps, params)
+  total = config.train.steps if total_steps is None else total_steps
+  tx = optim.make_optimizer(config.optim, total, params, warmup_steps=warmup_steps(config, total))
   mesh = sharding.make_mesh(devices)
   replicated = sharding.replicated(mesh)
   state = jax.device_put(init_state(params, model_state, tx), replicated)
@@ -181,7 +185,15 @@ def config_json(config) -> str:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
-  """Trains per `config`, resuming from `workdir` if it holds checkpoints. Returns a summary."""
+  """Trains per `config`, resuming from `workdir` if it holds checkpoints. Returns a summary.
+
+  Length: `config.train.steps`, or `config.train.epochs` whole epochs of the training split when
+  that is set (> 0). Validation: every `eval_every` steps (0: once per epoch) on the first
+  `eval_batches` batches of the validation split (0: all of it). Whenever validation improves the
+  task's selection metric (`task.selection_metric`, lower is better) the state is also saved as
+  WORKDIR/best; with `early_stopping_patience` > 0, training stops after that many validations
+  without improvement.
+  """
   workdir = as_path(workdir)
   chief = jax.process_index() == 0
   if not config.data.train:
@@ -191,13 +203,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     write_text(workdir / "config.json", config_json(config))
 
-  model, state, run = build(config, task)
-  n_params = count_params(model)
-  del model
   train_iter = pipeline.make_batches(
     config.data.train,
     config.data.train_split,
     task.rows,
+    max_games=config.data.get("max_train_games") or None,
     batch_size=config.data.batch_size,
     seed=config.seed,
     bucket_lengths=tuple(config.data.bucket_lengths),
@@ -205,7 +215,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     window_batches=config.data.window_batches,
     worker_count=config.data.worker_count,
   )
-  val_batches = _fixed_validation_batches(config, task)
+  epoch_steps = train_iter.plan.batches_per_epoch
+  total = total_steps(config, epoch_steps)
+  eval_every = config.train.eval_every or epoch_steps
+  model, state, run = build(config, task, total_steps=total)
+  n_params = count_params(model)
+  del model
+  val_batches = _validation_batches(config, task)
 
   ckpt = Checkpointer(workdir, max_to_keep=config.train.keep_checkpoints)
   restored = ckpt.restore_latest(abstract_like(state))
@@ -214,10 +230,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     start_step, state, data_state = restored
     train_iter.set_state(data_state)
     log.info("resumed from step %d", start_step)
+  selection = _Selection(workdir, config.train.get("early_stopping_patience", 0))
 
-  total = config.train.steps
   lr_at = optim.lr_schedule(
-    config.optim.lr, config.optim.warmup_steps, total, config.optim.schedule, config.optim.floor
+    config.optim.lr,
+    warmup_steps(config, total),
+    total,
+    config.optim.schedule,
+    config.optim.floor,
   )
   logger = logs.TrainLogger(
     workdir if chief else None,
@@ -229,13 +249,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   logger.message(
     f"{config.family} {config.size} ({config.get('task', 'world_model')}): {n_params:,} "
     f"parameters, {jax.device_count()} devices, {jax.process_count()} processes, global batch "
-    f"{config.data.batch_size}, {total} steps"
+    f"{config.data.batch_size}, {total} steps ({epoch_steps} per epoch)"
     + (f", resumed from step {start_step}" if start_step else "")
   )
   step, pending = start_step, None
   last_eval = {}
+  best = Checkpointer(workdir, max_to_keep=1, subdir="best") if val_batches else None
   try:
-    while step < total:
+    while step < total and not selection.stopped:
       batch = next(train_iter)
       state, out = run.train_step(state, evaluation.device_batch(batch, run))
       step += 1
@@ -252,13 +273,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
         logger.write_interval(step)
       elif logger.progress_due():
         logger.progress(step)
-      if val_batches and (step % config.train.eval_every == 0 or step == total):
+      validated = val_batches and (step % eval_every == 0 or step == total)
+      if validated:
         last_eval = evaluation.accumulate(run, state, val_batches)
         logger.write_eval(step, *task.summarize(last_eval))
-      if step % config.train.checkpoint_every == 0 or step == total:
+        if selection.update(step, float(last_eval[task.selection_metric])):
+          best.save(step, state, train_iter.get_state(), force=True)
+        if selection.stopped:
+          logger.message(
+            f"step {step}: no validation improvement in {selection.patience} evaluations, "
+            f"stopping (best {task.selection_metric} {selection.best:.6g} at step "
+            f"{selection.best_step})"
+          )
+      if step % config.train.checkpoint_every == 0 or step == total or selection.stopped:
         ckpt.save(step, state, train_iter.get_state(), force=True)
+      if validated and chief:
+        # After the checkpoints are started: a rerun sees the selection of the saved state.
+        selection.write()
   finally:
     ckpt.close()
+    if best is not None:
+      best.close()
     train_iter.close()
     logger.close()
   if val_batches and not last_eval:  # Rerun of a finished run: keep the summary's metrics.
@@ -269,7 +304,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     "size": config.size,
     "params": n_params,
     "steps": step,
+    "total_steps": total,
     "resumed_from": start_step,
+    "stopped_early": selection.stopped,
+    "best_step": selection.best_step,
     "bad_batches": int(state["bad_batches"]),
     "rollbacks": int(state["rollbacks"]),
     "validation": {k: v for k, v in last_eval.items() if k != "bins"},
@@ -279,8 +317,55 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   return summary
 
 
-def _fixed_validation_batches(config, task: Task) -> list[dict]:
-  """The first `eval_batches` batches of the validation split, read once and kept in memory."""
+def total_steps(config, epoch_steps: int) -> int:
+  """`train.epochs` epochs of `epoch_steps` batches when set (> 0), else `train.steps`."""
+  epochs = config.train.get("epochs", 0)
+  return int(epochs * epoch_steps) if epochs else int(config.train.steps)
+
+
+def warmup_steps(config, total: int) -> int:
+  """`optim.warmup_fraction` of the run's `total` steps when set (> 0), else `optim.warmup_steps`.
+
+  (Toshniwal et al. warm up over 10% of a 10-epoch horizon, which an early stop may cut short.)
+  """
+  fraction = config.optim.get("warmup_fraction", 0.0)
+  return max(int(round(fraction * total)), 1) if fraction else int(config.optim.warmup_steps)
+
+
+class _Selection:
+  """Best validation metric so far and early stopping, persisted in WORKDIR/selection.json so a
+  resumed run continues the count (and a run that stopped early stays stopped)."""
+
+  def __init__(self, workdir, patience: int):
+    self.path, self.patience = workdir / "selection.json", int(patience)
+    saved = json.loads(self.path.read_text()) if self.path.exists() else {}
+    self.best = saved.get("best", float("inf"))
+    self.best_step = saved.get("best_step")
+    self.since_best = saved.get("since_best", 0)
+    self.stopped = bool(saved.get("stopped", False))
+
+  def update(self, step: int, metric: float) -> bool:
+    """Records a validation result; returns whether it is the best so far."""
+    if metric < self.best:
+      self.best, self.best_step, self.since_best = metric, step, 0
+      return True
+    self.since_best += 1
+    self.stopped = self.patience > 0 and self.since_best >= self.patience
+    return False
+
+  def write(self) -> None:
+    state = {
+      "best": self.best,
+      "best_step": self.best_step,
+      "since_best": self.since_best,
+      "stopped": self.stopped,
+    }
+    write_json(self.path, state)
+
+
+def _validation_batches(config, task: Task) -> list[dict]:
+  """The first `eval_batches` batches (0: all) of the validation split, read once and kept in
+  memory, in the task's evaluation rows."""
   if config.data.val_split not in read_manifest(config.data.train)["splits"]:
     log.warning(
       "no %r split in %s: no validation during training", config.data.val_split, config.data.train
@@ -289,7 +374,7 @@ def _fixed_validation_batches(config, task: Task) -> list[dict]:
   it = pipeline.make_eval_batches(
     config.data.train,
     config.data.val_split,
-    task.rows,
+    task.eval_rows,
     batch_size=config.data.batch_size,
     bucket_lengths=tuple(config.data.bucket_lengths),
     max_len=config.data.max_len,
@@ -298,7 +383,7 @@ def _fixed_validation_batches(config, task: Task) -> list[dict]:
   batches = []
   for batch in it:
     batches.append(batch)
-    if len(batches) == config.train.eval_batches:
+    if len(batches) == config.train.eval_batches:  # 0 never matches: the whole split.
       break
   it.close()
   return batches

@@ -37,16 +37,19 @@ def read_config(workdir) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(json.loads(path.read_text()))
 
 
-def restore(workdir) -> Restored:
-  """The newest readable checkpoint of a training workdir, ready to evaluate."""
+def restore(workdir, which: str = "latest") -> Restored:
+  """The newest readable checkpoint of a training workdir (`which="latest"`) or the one with the
+  best validation metric (`which="best"`, WORKDIR/best), ready to evaluate."""
+  if which not in ("latest", "best"):
+    raise ValueError(f"which must be 'latest' or 'best', got {which!r}")
   config = read_config(workdir)
   _, state, run = train.build(config)
-  ckpt = Checkpointer(workdir)
+  ckpt = Checkpointer(workdir, subdir="checkpoints" if which == "latest" else "best")
   try:
     restored = ckpt.restore_latest(abstract_like(state))
   finally:
     ckpt.close()
   if restored is None:
-    raise FileNotFoundError(f"{workdir} has no readable checkpoint")
+    raise FileNotFoundError(f"{workdir} has no readable {which} checkpoint")
   step, state, _ = restored
   return Restored(config=config, run=run, state=state, step=step)

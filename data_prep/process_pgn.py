@@ -4,15 +4,15 @@
         [--min-fullmoves 10] [--max-games N] [--val-fraction 0.005] [--test-fraction 0] \\
         [--split NAME] [--workers K] [--ep-mode pseudo|legal] [--variant chess|atomic] [--overwrite]
 
-Games are kept as Walker & Lyons do (appendix B.1: standard start, standard chess, replays
-legally, at least 2 * min_fullmoves plies); every skipped game is counted by reason in the
-manifest. `--variant atomic` keeps atomic games instead (a `Variant` header such as lichess's
-"Atomic", replayed under atomic rules by python-chess; Co & Konuganti 2026) and skips standard
-ones as `variant`. A kept game goes to `validation` iff its id's MD5 bucket is below round(val_fraction * 10000), to `test` iff the
-bucket is in the next round(test_fraction * 10000) buckets, else to `train`; `--split NAME` sends
-every kept game to one split instead (e.g. `test` for a held-out month). `--max-games` keeps the
-first N kept games in file order. Output is identical for any number of workers: batches of games
-are encoded in parallel and written in input order.
+Games are kept as Walker & Lyons do (appendix B.1: standard start, standard chess, replays legally,
+at least 2 * min_fullmoves plies); every skipped game is counted by reason in the manifest.
+`--variant atomic` keeps atomic games instead (a `Variant` header such as lichess's "Atomic",
+replayed under atomic rules by python-chess; Co & Konuganti 2026) and skips standard ones as
+`variant`. A kept game goes to `validation` iff its id's MD5 bucket is below round(val_fraction *
+10000), to `test` iff the bucket is in the next round(test_fraction * 10000) buckets, else to
+`train`; `--split NAME` sends every kept game to one split instead (e.g. `test` for a held-out
+month). `--max-games` keeps the first N kept games in file order. Output is identical for any number
+of workers: batches of games are encoded in parallel and written in input order.
 """
 
 import argparse

@@ -14,8 +14,8 @@ written, as in the released generator (`--games`: "Number of kept games to write
 ("retaining 10k games of length at least 10 full moves").
 
 `--variant atomic` plays atomic chess instead (`chess.variant.AtomicBoard`, Co & Konuganti
-2026): its legal moves and its game end, which adds the explosion of a king (`variant_loss`) and atomic
-insufficient material; same tokens and labels.
+2026): its legal moves and its game end, which adds the explosion of a king (`variant_loss`) and
+atomic insufficient material; same tokens and labels.
 
 Two modes:
   * `--compat reference` regenerates the released test split exactly: one `random.Random(seed)` for

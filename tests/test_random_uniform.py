@@ -8,31 +8,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import chess
 import chess.variant
 import numpy as np
 import pytest
+from termination_walks import ALL_TERMINATIONS
 
 from chessjax.data import read_games, read_manifest
 from chessjax.data.shards import MANIFEST, STAGING
 from chessjax.encoding import START_ID, id_to_move, labels_to_fen, move_id
 from data_prep import random_uniform
-from data_prep.termination import GameEnd
 
 REFERENCE_JSONL = Path(__file__).parent / "data" / "reference_random_uniform_seed0_first5.jsonl"
-T = chess.Termination
-ALL_TERMINATIONS = {
-  T.CHECKMATE,
-  T.STALEMATE,
-  T.INSUFFICIENT_MATERIAL,
-  T.SEVENTYFIVE_MOVES,
-  T.FIVEFOLD_REPETITION,
-  T.FIFTY_MOVES,
-  T.THREEFOLD_REPETITION,
-}
 
 
 def _reference_games() -> list[dict]:
@@ -92,161 +81,6 @@ def test_yardstick_loop_matches_reference_mode():
       fast_moves, _, outcome = random_uniform.play_random_game(fast_rng.randrange)
       assert fast_moves[1:] == moves
       assert outcome.result() == board.result(claim_draw=True)
-
-
-# --------------------------------------------------------------------------------------------
-# GameEnd == board.outcome(claim_draw=True)
-
-
-class _Stats:
-  def __init__(self):
-    self.plies = 0
-    self.terminations = Counter()
-    self.lookahead_threefold = 0  # claimable only through a next move
-    self.fifty_lookahead = 0  # claimable at clock 99 through a next move
-    self.clock99_open = 0  # clock 99 and the game goes on
-
-  def check(self, board: chess.Board, end: GameEnd) -> chess.Outcome | None:
-    legal = list(board.legal_moves)
-    fast = end.outcome(legal)
-    slow = board.outcome(claim_draw=True)
-    assert fast == slow, (board.fen(), [m.uci() for m in board.move_stack[-12:]], fast, slow)
-    assert (fast is not None) == board.is_game_over(claim_draw=True), board.fen()
-    assert end.outcome() == fast  # The legal list is optional.
-    self.plies += 1
-    if fast is not None:
-      self.terminations[fast.termination] += 1
-      if fast.termination == T.THREEFOLD_REPETITION and end.repetitions() < 3:
-        self.lookahead_threefold += 1
-      if fast.termination == T.FIFTY_MOVES and board.halfmove_clock == 99:
-        self.fifty_lookahead += 1
-    elif board.halfmove_clock == 99:
-      self.clock99_open += 1
-    return fast
-
-
-def _uniform(rng):
-  return lambda board, legal: legal[rng.randrange(len(legal))]
-
-
-def _repeating(rng, p=0.6):
-  """Undoes the mover's previous move when it can (A-B-A-B shuffles), else plays at random."""
-
-  def choose(board, legal):
-    if len(board.move_stack) >= 2 and rng.random() < p:
-      prev = board.move_stack[-2]
-      back = chess.Move(prev.to_square, prev.from_square)
-      if back in legal:
-        return back
-    return legal[rng.randrange(len(legal))]
-
-  return choose
-
-
-def _quiet(rng):
-  """Prefers moves that keep the halfmove clock running, to reach the 50/75-move boundaries."""
-
-  def choose(board, legal):
-    quiet = [m for m in legal if not board.is_zeroing(m)]
-    pool = quiet or legal
-    return pool[rng.randrange(len(pool))]
-
-  return choose
-
-
-def _walk(stats, board, choose, *, max_plies, stop_at_end):
-  """Plays from `board`, comparing the fast and python-chess outcomes before every move."""
-  end = GameEnd(board)
-  for _ in range(max_plies):
-    outcome = stats.check(board, end)
-    legal = list(board.legal_moves)
-    if not legal or (outcome is not None and stop_at_end):
-      return
-    if outcome is not None and outcome.termination == T.INSUFFICIENT_MATERIAL:
-      return  # Stays so for good: nothing further to compare.
-    end.push(choose(board, legal))
-  stats.check(board, end)
-
-
-# Positions near the rules' edges: clocks at 95..149, kings shuffling beside locked pawns,
-# castling rights that a rook move destroys, en passant that is pseudo-legal only (pinned pawn).
-CRAFTED = [
-  "8/8/4k3/8/8/3K4/6R1/8 w - - 95 120",
-  "8/8/4k3/8/8/3K4/6R1/8 b - - 97 120",
-  "k7/8/8/8/8/1q6/P7/K7 w - - 99 80",  # Clock 99, every legal move zeroes it.
-  "7k/8/5QK1/8/8/8/8/8 w - - 98 90",
-  "8/2k5/8/2pP4/2P5/3K4/8/8 w - - 140 150",
-  "8/3k4/3p4/2pP4/2P5/3K4/8/8 b - - 0 60",
-  "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1",
-  "r3k2r/pppq1ppp/8/8/8/8/PPPQ1PPP/R3K2R b KQkq - 6 20",
-  "4k3/8/8/8/3p4/8/4P3/4K3 w - - 0 1",  # e2e4 gives a legal en passant.
-  "8/8/8/8/R4p1k/8/4P3/K7 w - - 0 1",  # e2e4: ep square, but fxe3 would expose the king.
-  "8/8/4k3/8/8/3K4/4B3/8 w - - 0 1",  # Insufficient from the start.
-  "8/8/4k3/2b5/8/3K4/4N3/8 w - - 30 60",
-  "7k/5K2/6Q1/8/8/8/8/8 b - - 10 70",  # Stalemate.
-]
-
-
-def _equivalence_walks(stats, *, random_games, long_walks, crafted_repeats):
-  rng = random.Random(12345)
-  # Generation exactly as the generator plays: from the start, up to the first end.
-  for seed in range(random_games):
-    _walk(stats, chess.Board(), _uniform(random.Random(seed)), max_plies=2000, stop_at_end=True)
-  # Past the first claimable draw: fivefold, seventy-five moves and long windows.
-  for i in range(long_walks):
-    choose = (_repeating, _quiet, _uniform)[i % 3](random.Random(1000 + i))
-    _walk(stats, chess.Board(), choose, max_plies=260, stop_at_end=False)
-  for fen in CRAFTED:
-    for j in range(crafted_repeats):
-      choose = (_repeating, _quiet, _uniform)[j % 3](rng)
-      _walk(stats, chess.Board(fen), choose, max_plies=220, stop_at_end=False)
-
-
-def test_game_end_matches_python_chess():
-  stats = _Stats()
-  _equivalence_walks(stats, random_games=12, long_walks=6, crafted_repeats=3)
-  assert stats.plies > 8000
-  assert set(stats.terminations) == ALL_TERMINATIONS, stats.terminations
-  assert stats.lookahead_threefold > 0
-  assert stats.fifty_lookahead > 0
-  assert stats.clock99_open > 0
-
-
-@pytest.mark.slow
-def test_game_end_matches_python_chess_long():
-  stats = _Stats()
-  _equivalence_walks(stats, random_games=250, long_walks=60, crafted_repeats=15)
-  assert stats.plies > 100_000
-  assert set(stats.terminations) == ALL_TERMINATIONS, stats.terminations
-
-
-def test_game_end_resumes_from_a_move_stack():
-  # A tracker built mid-game (backward scan of the stack) must agree with one that saw every move.
-  stats = _Stats()
-  rng = random.Random(7)
-  for seed in range(4):
-    board = chess.Board()
-    choose = _repeating(random.Random(seed), p=0.8)
-    follower = GameEnd(board)
-    for ply in range(160):
-      if ply % 23 == 0:
-        stack, fen = list(board.move_stack), board.fen()
-        fresh = GameEnd(board)
-        assert board.move_stack == stack and board.fen() == fen  # The scan put the stack back.
-        assert fresh.outcome() == follower.outcome() == board.outcome(claim_draw=True)
-        assert fresh.repetitions() == follower.repetitions()
-      stats.check(board, follower)
-      legal = list(board.legal_moves)
-      if not legal:
-        break
-      follower.push(choose(board, legal))
-    _walk(stats, board, _uniform(rng), max_plies=40, stop_at_end=False)
-  assert stats.plies > 500
-
-
-def test_game_end_rejects_other_variants():
-  with pytest.raises(TypeError, match="chess.Board or chess.variant.AtomicBoard"):
-    GameEnd(chess.variant.CrazyhouseBoard())
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,59 +261,6 @@ def test_killed_run_leaves_no_dataset(tmp_path):
 
 # --------------------------------------------------------------------------------------------
 # Atomic chess (--variant atomic)
-
-ATOMIC_TERMINATIONS = ALL_TERMINATIONS | {T.VARIANT_LOSS}
-# Atomic positions near the rules' edges: clocks at 95..149 with mating material, connected
-# kings, atomic insufficient material (opposite-coloured bishops, bare king), a king already
-# exploded (a variant win for the side to move can only be set up), pseudo-legal en passant.
-ATOMIC_CRAFTED = [
-  "8/8/4k3/8/3n4/3K4/6Q1/8 w - - 95 120",
-  "8/8/4k3/8/3n4/3K4/6Q1/8 b - - 97 120",
-  "8/2k5/8/2pP4/2P5/3K4/8/8 w - - 140 150",
-  "k7/8/8/8/8/1q6/P7/K7 w - - 99 80",  # Clock 99, every legal move zeroes it.
-  "8/8/8/3kK3/8/8/8/R6r w - - 98 90",  # Kings connected: the rooks give no check.
-  "r3k2r/pppq1ppp/8/8/8/8/PPPQ1PPP/R3K2R b KQkq - 6 20",
-  "4k3/8/8/8/3p4/8/4P3/4K3 w - - 0 1",
-  "8/8/8/8/R4p1k/8/4P3/K7 w - - 0 1",
-  "8/8/4k3/2b5/8/3K4/4B3/8 w - - 30 60",  # Bishops on opposite colours: insufficient.
-  "8/8/4k3/2b5/8/3K4/3B4/8 w - - 30 60",  # Same colour: they can still explode each other.
-  "8/8/4k3/8/8/3K4/4N3/8 w - - 0 1",  # Knight vs bare king: insufficient.
-  "8/8/8/8/8/8/8/K7 w - - 0 1",  # Black's king is gone, white to move: variant win.
-  "3R4/8/8/3K4/8/Q7/2k5/4Q3 b - - 6 122",  # Stalemate (from a random game).
-  "7R/4Q3/8/3K4/8/Q7/4k3/8 b - - 2 120",  # Four plies before it.
-]
-
-
-def _atomic_walks(stats, *, random_games, long_walks, crafted_repeats):
-  rng = random.Random(54321)
-  for seed in range(random_games):
-    board = chess.variant.AtomicBoard()
-    _walk(stats, board, _uniform(random.Random(seed)), max_plies=2000, stop_at_end=True)
-  for i in range(long_walks):
-    choose = (_repeating, _quiet, _uniform)[i % 3](random.Random(2000 + i))
-    _walk(stats, chess.variant.AtomicBoard(), choose, max_plies=260, stop_at_end=False)
-  for fen in ATOMIC_CRAFTED:
-    for j in range(crafted_repeats):
-      choose = (_repeating, _quiet, _uniform)[j % 3](rng)
-      _walk(stats, chess.variant.AtomicBoard(fen), choose, max_plies=220, stop_at_end=False)
-
-
-def test_atomic_game_end_matches_python_chess():
-  stats = _Stats()
-  _atomic_walks(stats, random_games=40, long_walks=6, crafted_repeats=2)
-  assert stats.plies > 5000
-  assert set(stats.terminations) >= ATOMIC_TERMINATIONS, stats.terminations
-  assert stats.lookahead_threefold > 0
-  assert stats.clock99_open > 0
-
-
-@pytest.mark.slow
-def test_atomic_game_end_matches_python_chess_long():
-  stats = _Stats()
-  _atomic_walks(stats, random_games=300, long_walks=30, crafted_repeats=8)
-  assert stats.plies > 40_000
-  assert set(stats.terminations) >= ATOMIC_TERMINATIONS, stats.terminations
-  assert stats.fifty_lookahead > 0
 
 
 def test_atomic_games_identical_for_any_worker_count_and_follow_atomic_rules(tmp_path):

@@ -89,7 +89,7 @@ def test_lr_schedule_matches_spec():
   const = optim.lr_schedule(3e-4, 4, 100, "constant", 0.1)
   assert [float(const(s)) for s in (0, 3, 50, 99)] == pytest.approx([7.5e-5, 3e-4, 3e-4, 3e-4])
   with pytest.raises(ValueError):
-    optim.lr_schedule(1e-3, 10, 100, "linear", 0.1)
+    optim.lr_schedule(1e-3, 10, 100, "exponential", 0.1)  # "linear" exists: the LM recipe
 
 
 def test_weight_decay_mask_excludes_gdn_gates():
@@ -115,8 +115,8 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
 
   real_build = train.build
 
-  def crashing_build(config, task=None):  # The 7th step of this process dies after step 4's save.
-    model, state, run = real_build(config, task)
+  def crashing_build(config, task=None, **kwargs):  # Step 7 of this process dies (after 4's save).
+    model, state, run = real_build(config, task, **kwargs)
     calls, step_fn = [0], run.train_step
 
     def step(state, batch):

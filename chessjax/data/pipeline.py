@@ -236,6 +236,7 @@ def make_batches(
   split: str,
   rows: RowFormat,
   *,
+  max_games: int | None = None,
   process_index: int | None = None,
   process_count: int | None = None,
   worker_count: int = 0,
@@ -243,7 +244,8 @@ def make_batches(
   prefetch_batches: int = DEFAULT_PREFETCH_BATCHES,
   **batching,
 ) -> BatchIterator:
-  """Training batches of a split: shuffled per epoch, length-bucketed, sharded by JAX process.
+  """Training batches of a split (or of its first `max_games` games): shuffled per epoch,
+  length-bucketed, sharded by JAX process.
 
   `batching` are the fields of `Batching` (`batch_size` and `seed` at least). Returns an
   iterator of batch dicts (module docstring) with `get_state()`/`set_state()`; restoring a state
@@ -255,6 +257,7 @@ def make_batches(
     split,
     rows,
     Batching(**batching),
+    max_games=max_games,
     process_index=process_index,
     process_count=process_count,
   )

@@ -18,13 +18,15 @@ and a `heads.StateHead` or `heads.TokenHead`. Inputs are right-padded token ids 
 configs and the builders live in `chessjax.models.registry` and are re-exported here.
 """
 
-from chessjax.models.registry import (
+from chessjax.models.registry import (  # noqa: F401 (the package's public names)
   FAMILIES,
   HEADS,
+  LM_FAMILIES,
   SIZES,
   abstract_model,
   count_params,
   create_model,
+  family_sizes,
   model_config,
 )
 

@@ -52,7 +52,7 @@ from chessjax.models import layers
 from chessjax.models.registry import SIZES
 from chessjax.ops import ssd
 
-VARIANTS = ("mamba2", "mamba3")
+VERSIONS = ("mamba2", "mamba3")
 MIXER_IMPLS = {"fast": "chunked", "sequential": "sequential"}
 DTYPES = layers.DTYPES
 
@@ -61,7 +61,7 @@ DTYPES = layers.DTYPES
 class MambaConfig:
   """Hyperparameters of a Mamba-2 / Mamba-3 world model (defaults: the released configuration)."""
 
-  variant: str  # "mamba2" | "mamba3"
+  version: str  # "mamba2" | "mamba3"
   d: int
   layers: int
   heads: int  # H = expand * d / head_dim
@@ -85,8 +85,8 @@ class MambaConfig:
   dtype: str = "float32"  # matmul dtype; state, decays, angles and residual stay float32
 
   def __post_init__(self):
-    if self.variant not in VARIANTS:
-      raise ValueError(f"unknown Mamba variant {self.variant!r}; expected one of {VARIANTS}")
+    if self.version not in VERSIONS:
+      raise ValueError(f"unknown Mamba version {self.version!r}; expected one of {VERSIONS}")
     if self.mixer_impl not in MIXER_IMPLS:
       raise ValueError(
         f"unknown mixer_impl {self.mixer_impl!r}; expected one of {list(MIXER_IMPLS)}"
@@ -100,8 +100,8 @@ class MambaConfig:
       )
     if self.heads % self.groups:
       raise ValueError(f"heads {self.heads} must be a multiple of groups {self.groups}")
-    if self.mimo_rank < 1 or (self.variant == "mamba2" and self.mimo_rank != 1):
-      raise ValueError(f"mimo_rank {self.mimo_rank} invalid for {self.variant}")
+    if self.mimo_rank < 1 or (self.version == "mamba2" and self.mimo_rank != 1):
+      raise ValueError(f"mimo_rank {self.mimo_rank} invalid for {self.version}")
     if self.rope_fraction not in (0.5, 1.0):
       raise ValueError(f"rope_fraction must be 0.5 or 1.0, got {self.rope_fraction}")
     if self.chunk_size < 1:
@@ -128,7 +128,7 @@ def base_config(family: str, size: str) -> MambaConfig:
   d, num_layers, _ = SIZES[size]
   rank = 4 if family == "mamba3_mimo" else 1
   return MambaConfig(
-    variant="mamba2" if family == "mamba2" else "mamba3",
+    version="mamba2" if family == "mamba2" else "mamba3",
     d=d,
     layers=num_layers,
     heads=2 * d // 64,
@@ -364,7 +364,7 @@ class Mamba3Mixer(nnx.Module):
 def block(cfg: MambaConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
   """Pre-norm residual block: mixer then gated MLP, residual stream in float32, no dropout."""
   norm1 = RMSNorm(cfg.d, cfg.norm_eps)
-  mixer = (Mamba2Mixer if cfg.variant == "mamba2" else Mamba3Mixer)(cfg, rngs=rngs)
+  mixer = (Mamba2Mixer if cfg.version == "mamba2" else Mamba3Mixer)(cfg, rngs=rngs)
   norm2 = RMSNorm(cfg.d, cfg.norm_eps)
   return layers.ResidualBlock(norm1, mixer, norm2, gated_mlp(cfg, rngs=rngs))
 

@@ -1,10 +1,15 @@
 """Sizes, families and the one way to build a model: a family's backbone plus a head.
 
-Each family module (`transformer`, `slice`, `gated_deltanet`, `mamba`) exposes
+Each family module (`transformer`, `slice`, `gated_deltanet`, `mamba`, `gpt2`, `lstm`) exposes
 `base_config(family, size)` (the frozen released configuration), `Backbone(cfg, *, vocab_size,
 rngs)` and `head_options(cfg)` (the kernel/bias inits and matmul dtype of its output Linear).
-Family modules import `SIZES` from here; this module imports them lazily (importlib), so there is
-no import cycle.
+Family modules import `SIZES` (or their own size table) from here; this module imports them
+lazily (importlib), so there is no import cycle.
+
+Two kinds of family: `FAMILIES`, the Chess-World-Model grid, every one at every size of `SIZES`;
+and `LM_FAMILIES`, the language-model baselines of Toshniwal et al. (Learning Chess Blindfolded,
+AAAI 2022), each with its own sizes (`GPT2_SIZES`, `LSTM_SIZES`). `family_sizes(family)` gives a
+family's size table; `create_model`, `model_config` and `abstract_model` take either kind.
 """
 
 import dataclasses
@@ -31,19 +36,60 @@ FAMILIES = {
   "mamba3_mimo": "mamba",
 }
 
+# Language-model families (Toshniwal et al., Learning Chess Blindfolded, section 4 and Table 12),
+# kept apart from FAMILIES because their sizes are their own (and they have no world-model recipe
+# in configs/cwm.py). family -> module under chessjax.models.
+LM_FAMILIES = {"gpt2": "gpt2", "gpt2_w50": "gpt2", "lstm": "lstm"}
+
+# GPT-2 (d, layers, heads), the order of SIZES. small / intermediate / medium: the paper's Table 9
+# (GPT2-small is Hugging Face's `gpt2`); tiny and mini: CPU sizes of this codebase.
+GPT2_SIZES = {
+  "tiny": (64, 2, 2),
+  "mini": (256, 4, 4),
+  "small": (768, 12, 12),
+  "intermediate": (768, 16, 12),
+  "medium": (1024, 24, 16),
+}
+
+# LSTM (embedding, hidden, layers). S / M / L: the paper's Table 12 (3 layers for Train-S, 4 for
+# Train-M and Train-L); tiny: a CPU size of this codebase.
+LSTM_SIZES = {
+  "tiny": (32, 64, 2),
+  "S": (768, 1024, 3),
+  "M": (768, 1024, 4),
+  "L": (768, 1024, 4),
+}
+
+_LM_SIZES = {"gpt2": GPT2_SIZES, "gpt2_w50": GPT2_SIZES, "lstm": LSTM_SIZES}
+
 HEADS = ("state", "tokens")
 
 
+def _check_family(family: str) -> str:
+  """The module name of `family` (either kind); unknown families raise."""
+  if family in FAMILIES:
+    return FAMILIES[family]
+  if family in LM_FAMILIES:
+    return LM_FAMILIES[family]
+  known = sorted(FAMILIES) + sorted(LM_FAMILIES)
+  raise ValueError(f"unknown model family {family!r}; expected one of {known}")
+
+
 def _family_module(family: str):
-  if family not in FAMILIES:
-    raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
-  return importlib.import_module(f"chessjax.models.{FAMILIES[family]}")
+  return importlib.import_module(f"chessjax.models.{_check_family(family)}")
+
+
+def family_sizes(family: str) -> dict:
+  """The size table of `family`: `SIZES` for the world-model families, else the family's own."""
+  _check_family(family)
+  return _LM_SIZES.get(family, SIZES)
 
 
 def model_config(family: str, size: str, **overrides):
   """The frozen config of a family and size, with `overrides` applied (unknown keys raise)."""
-  if size not in SIZES:
-    raise ValueError(f"unknown model size {size!r}; expected one of {sorted(SIZES)}")
+  sizes = family_sizes(family)
+  if size not in sizes:
+    raise ValueError(f"unknown model size {size!r} for {family}; expected one of {list(sizes)}")
   cfg = _family_module(family).base_config(family, size)
   known = {f.name for f in dataclasses.fields(cfg)}
   unknown = sorted(set(overrides) - known)

@@ -13,7 +13,8 @@ from chessjax.world_model import metrics, plots
 class WorldModelTask:
   head = "state"
   model_kwargs: dict = {}
-  rows = GameRows()
+  rows = eval_rows = GameRows()
+  selection_metric = "loss"
   batch_keys = GameRows.keys  # moves int32[B, T], states uint8[B, T, 75], mask bool[B, T]
 
   def loss(self, model, batch: dict, *, train: bool):

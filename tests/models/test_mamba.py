@@ -69,15 +69,15 @@ def test_base_configs():
   cfg2 = models.model_config("mamba2", "d384")
   cfg3 = models.model_config("mamba3", "d512")
   mimo = models.model_config("mamba3_mimo", "d256")
-  assert (cfg2.variant, cfg2.d, cfg2.layers, cfg2.heads, cfg2.mimo_rank) == (
+  assert (cfg2.version, cfg2.d, cfg2.layers, cfg2.heads, cfg2.mimo_rank) == (
     "mamba2",
     384,
     4,
     12,
     1,
   )
-  assert (cfg3.variant, cfg3.heads, cfg3.mimo_rank, cfg3.num_angles) == ("mamba3", 16, 1, 32)
-  assert (mimo.variant, mimo.heads, mimo.mimo_rank, mimo.chunk_size) == ("mamba3", 8, 4, 16)
+  assert (cfg3.version, cfg3.heads, cfg3.mimo_rank, cfg3.num_angles) == ("mamba3", 16, 1, 32)
+  assert (mimo.version, mimo.heads, mimo.mimo_rank, mimo.chunk_size) == ("mamba3", 8, 4, 16)
   for cfg in (cfg2, cfg3, mimo):
     assert (cfg.d_state, cfg.head_dim, cfg.expand, cfg.dropout, cfg.norm_eps) == (
       128,

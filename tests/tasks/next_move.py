@@ -39,7 +39,8 @@ class NextMoveRows:
 class NextMoveTask:
   head = "tokens"
   model_kwargs = {"vocab_size": MOVE_VOCAB_SIZE, "tie_embeddings": True}
-  rows = NextMoveRows()
+  rows = eval_rows = NextMoveRows()
+  selection_metric = "loss"
   batch_keys = ("tokens", "targets", "mask")
 
   def _nll(self, model, batch, train):

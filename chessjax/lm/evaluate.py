@@ -1,0 +1,228 @@
+"""Evaluation of a trained chess language model: per-move perplexity and the board-state probes.
+
+    python -m chessjax.lm.evaluate --workdir runs/lm_gpt2_rap_S --sets data/probing \\
+        [--data dev=data/lm_masters:dev test=data/lm_masters:test] [--latest] [--batch-size 64]
+
+Scores the best checkpoint of the workdir (WORKDIR/best, the one early stopping kept; `--latest`
+for the newest) as Toshniwal et al. 2022 report it:
+* per-move loss and perplexity (Table 3) of every `--data NAME=PATH[:SPLIT]` (default: the run's
+  own dev and test splits): summed NLL over (moves + 1) per game, piece logits masked for every
+  non-AP model, AP's piece letters present and scored;
+* the probing tasks the model can take (End-Actual, End-Other; Start tasks for RAP and AP models;
+  Tables 4-5): ExM, LgM and R-precision (%), the random-legal baselines, the error categories of
+  the End tasks (Table 7), in total and per piece type.
+WORKDIR/lm_eval/ receives `results.json`, `results.md` (the paper's table layout) and
+`probes.jsonl` (one line per task and row: prompt prefix, answers, the model's top-1 token, its
+category). Files are written atomically by process 0.
+"""
+
+import argparse
+import json
+import sys
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from chessjax import evaluation, workdir
+from chessjax.data import pipeline
+from chessjax.files import as_path, write_json, write_text
+from chessjax.lm import probing
+from chessjax.lm import tokens as tk
+from chessjax.world_model.evaluate import parse_data_arg, resolve_split
+
+TASK_NAMES = {
+  "end_actual": "End-Actual",
+  "end_other": "End-Other",
+  "start_actual": "Start-Actual",
+  "start_other": "Start-Other",
+}
+
+
+def _next_token(predict, params, model_state, tokens, lengths):
+  logits = predict(params, model_state, tokens)
+  return jnp.take_along_axis(logits, (lengths - 1)[:, None, None], axis=1)[:, 0]
+
+
+def next_token_fn(restored):
+  """`logits_fn(tokens int32[B, T], lengths int32[B]) -> float32[B, V]` of a restored model."""
+  fn = jax.jit(partial(_next_token, restored.run.predict))
+  state = restored.state
+  return lambda tokens, lengths: np.asarray(
+    fn(state["params"], state["model_state"], jnp.asarray(tokens), jnp.asarray(lengths))
+  )
+
+
+def perplexity(restored, path, split: str, *, batch_size: int) -> dict:
+  """Per-move loss and perplexity of a dataset split (the task's evaluation rows)."""
+  config, task = restored.config, restored.task
+  batch_size = -(-min(batch_size, 10**9) // jax.device_count()) * jax.device_count()
+  batches = pipeline.make_eval_batches(
+    path,
+    split,
+    task.eval_rows,
+    batch_size=batch_size,
+    bucket_lengths=tuple(config.data.bucket_lengths),
+    max_len=config.data.max_len,
+  )
+  try:
+    result = evaluation.accumulate(restored.run, restored.state, batches)
+  finally:
+    batches.close()
+  return {**result, "dataset": {"path": str(path), "split": split}}
+
+
+def probe(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[dict]]:
+  """({task: scores}, per-row records) of the probing sets in `sets_dir`."""
+  task = restored.task
+  vocab, notation = task.vocab, task.notation
+  end_rows, start_rows = probing.read_rows(sets_dir)
+  logits_fn = next_token_fn(restored)
+  results, records = {}, []
+  for name in probing.tasks_for(notation):
+    rows = list(zip(end_rows, start_rows, strict=True))
+    prompts = [probing.prompt(e, s, name, vocab, notation) for e, s in rows]
+    logits = probing.batched_logits(prompts, logits_fn, vocab, batch_size)
+    if notation != "ap":
+      logits = tk.mask_piece_logits(logits, vocab)
+    pairs = [probing.answers(e, s, name) for e, s in rows]
+    exact, legal = [a for a, _ in pairs], [b for _, b in pairs]
+    results[name] = probing.score(logits, exact, legal, vocab)
+    if name.startswith("end"):
+      results[name]["errors"] = probing.error_categories(end_rows, name, logits, vocab)
+    top1 = np.argmax(logits, axis=-1)
+    for i, (e, (want, ok)) in enumerate(zip(end_rows, pairs, strict=True)):
+      predicted = vocab.tokens[int(top1[i])]
+      records.append(
+        {
+          "task": name,
+          "row": i,
+          "prefix": e["prefix"],
+          "exact": want,
+          "legal": ok,
+          "top1": predicted,
+          "exact_match": None if want is None else predicted == want,
+          "legal_match": predicted in ok,
+        }
+      )
+  baselines = {
+    "end_actual": probing.random_legal_baseline(end_rows, "end"),
+    "start_actual": probing.random_legal_baseline(start_rows, "start"),
+  }
+  return {"tasks": results, "random_legal": baselines, "rows": len(end_rows)}, records
+
+
+def _fmt(x) -> str:
+  return "-" if x is None else f"{x:.1f}"
+
+
+def results_markdown(result: dict) -> str:
+  """Perplexity (Table 3) and the probes (Tables 4-5 layout), with the random-legal baselines."""
+  r = result
+  lines = [
+    f"# {r['family']} {r['size']} ({r['notation'].upper()}), checkpoint step {r['step']}",
+    "",
+    "| data | per-move loss | perplexity | moves |",
+    "|---|---:|---:|---:|",
+  ]
+  for name, p in r["perplexity"].items():
+    lines.append(f"| {name} | {p['loss']:.4f} | {p['perplexity']:.2f} | {p['moves']:,} |")
+  if "probes" in r:
+    tasks, base = r["probes"]["tasks"], r["probes"]["random_legal"]
+    for kind, table in (("end", "Table 5"), ("start", "Table 4")):
+      actual, other = tasks.get(f"{kind}_actual"), tasks.get(f"{kind}_other")
+      if actual is None:
+        continue
+      lines += [
+        "",
+        f"{kind.title()} squares ({r['probes']['rows']} prompts; layout of Toshniwal et al. "
+        f"2022, {table}):",
+        "",
+        "| | LgM Actual Acc. | LgM Actual R-Prec. | LgM Other Acc. | LgM Other R-Prec. "
+        "| ExM Acc. |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| model | {_fmt(actual['lgm'])} | {_fmt(actual['r_precision'])} | "
+        f"{_fmt(other['lgm'])} | {_fmt(other['r_precision'])} | {_fmt(actual.get('exm'))} |",
+        f"| random legal | - | - | - | - | {_fmt(base[f'{kind}_actual'])} |",
+      ]
+    for name in ("end_actual", "end_other"):
+      errors = tasks[name]["errors"]
+      lines += [
+        "",
+        f"{TASK_NAMES[name]} errors (Table 7 categories), in total and per piece type:",
+        "",
+        "| piece | " + " | ".join(probing.ERROR_CATEGORIES) + " |",
+        "|---|" + "---:|" * len(probing.ERROR_CATEGORIES),
+        "| all | " + " | ".join(str(errors["counts"][c]) for c in probing.ERROR_CATEGORIES) + " |",
+      ]
+      for piece, counts in errors["by_piece"].items():
+        cells = " | ".join(str(counts[c]) for c in probing.ERROR_CATEGORIES)
+        lines.append(f"| {piece} | {cells} |")
+  return "\n".join(lines) + "\n"
+
+
+def evaluate(run_dir, *, sets=None, data=None, which="best", batch_size=64) -> dict:
+  """Scores a workdir (module docstring); writes WORKDIR/lm_eval/ and returns results.json."""
+  restored = workdir.restore(run_dir, which=which)
+  config = restored.config
+  if data is None:
+    data = {"dev": (config.data.train, "dev"), "test": (config.data.train, "test")}
+  resolved = {name: (path, resolve_split(path, split)) for name, (path, split) in data.items()}
+  result = {
+    "family": config.family,
+    "size": config.size,
+    "notation": restored.task.notation,
+    "step": int(restored.step),
+    "checkpoint": which,
+    "perplexity": {
+      name: perplexity(restored, path, split, batch_size=batch_size)
+      for name, (path, split) in resolved.items()
+    },
+  }
+  records = []
+  if sets is not None:
+    result["probes"], records = probe(restored, sets, batch_size=batch_size)
+  if jax.process_index() == 0:
+    out = as_path(run_dir) / "lm_eval"
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", result)
+    write_text(out / "results.md", results_markdown(result))
+    write_text(out / "probes.jsonl", "".join(json.dumps(x) + "\n" for x in records))
+  return result
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(
+    prog="python -m chessjax.lm.evaluate", description=__doc__.split("\n")[0]
+  )
+  ap.add_argument("--workdir", required=True, help="a language-model training workdir")
+  ap.add_argument("--sets", default=None, help="probing sets (end.jsonl, start.jsonl)")
+  ap.add_argument("--data", nargs="*", metavar="NAME=PATH[:SPLIT]", default=None)
+  ap.add_argument("--latest", action="store_true", help="the newest checkpoint, not the best")
+  ap.add_argument("--batch-size", type=int, default=64)
+  args = ap.parse_args(argv)
+  try:
+    data = None
+    if args.data:
+      data = {}
+      for text in args.data:
+        name, path, split = parse_data_arg(text)
+        data[name] = (path, split)
+    result = evaluate(
+      args.workdir,
+      sets=args.sets,
+      data=data,
+      which="latest" if args.latest else "best",
+      batch_size=args.batch_size,
+    )
+  except (ValueError, FileNotFoundError, KeyError) as e:
+    ap.error(str(e))
+  if jax.process_index() == 0:
+    print(results_markdown(result))
+    print(f"results: {as_path(args.workdir) / 'lm_eval'}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

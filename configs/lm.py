@@ -1,0 +1,111 @@
+r"""Learning Chess Blindfolded (Toshniwal et al. 2022): a UCI language model with its recipe.
+
+    python -m chessjax.main --config=configs/lm.py:model=gpt2,notation=rap,train=S \
+        --workdir=runs/lm_gpt2_rap_S --config.data.train=data/lm_masters
+
+`arg` is `key=value` pairs separated by commas:
+* `model`: `gpt2` (Hugging Face GPT-2 as the paper trains it), `gpt2_w50` (attention window 50),
+  `lstm`, or any chessjax family (`transformer`, `slice`, `gated_deltanet`, `mamba3`, ...) as a
+  language model through the token head;
+* `size`: the model's size (default: GPT-2 `small`, LSTM `S` for Train-S else `M`, `d256` for the
+  chessjax families);
+* `notation`: `uci` | `rap` | `ap` (section 3.1); `rap_p` (default 0.25 for Train-S and M, 0.15
+  for L, the paper's tuned values);
+* `train`: `S` | `M` | `L` | `all`, the first 15K / 50K / 200K training games or all of them
+  (`data_prep.lm_data` writes the split in its shuffled order).
+The paper's recipe (section 4, appendix B): AdamW lr 5e-4, betas (0.9, 0.999), eps 1e-8, weight
+decay 0.01 on all parameters, global-norm clipping 1.0, batch 60, linear warmup over 10% of a
+10-epoch horizon then linear decay to 0, at most 10 epochs, early stopping when the per-move dev
+loss does not improve for one epoch, the best checkpoint kept for testing (WORKDIR/best).
+"""
+
+import ml_collections
+
+from chessjax.models import FAMILIES, LM_FAMILIES, family_sizes
+
+TRAIN_GAMES = {"S": 15_000, "M": 50_000, "L": 200_000, "all": 0}
+RAP_P = {"S": 0.25, "M": 0.25, "L": 0.15, "all": 0.15}
+# GPT-2 ties its token head to the input embedding; the LSTM and chessjax families do not (their
+# embeddings are N(0, 1), far too large as output weights).
+TIED = {"gpt2": True, "gpt2_w50": True}
+
+
+def default_size(model: str, train: str) -> str:
+  if model.startswith("gpt2"):
+    return "small"
+  if model == "lstm":
+    return "S" if train == "S" else "M"
+  return "d256"
+
+
+def parse_arg(arg: str | None) -> dict:
+  out = {"model": "gpt2", "size": None, "notation": "uci", "rap_p": None, "train": "S"}
+  for item in filter(None, (arg or "").split(",")):
+    if "=" not in item:
+      raise ValueError(f"config arg {item!r} is not key=value (arg was {arg!r})")
+    key, value = item.split("=", 1)
+    if key not in out:
+      raise ValueError(f"unknown config arg {key!r}; expected one of {sorted(out)}")
+    out[key] = float(value) if key == "rap_p" else value
+  models = sorted({*FAMILIES, *LM_FAMILIES})
+  if out["model"] not in models:
+    raise ValueError(f"unknown model {out['model']!r}; expected one of {models}")
+  if out["notation"] not in ("uci", "rap", "ap"):
+    raise ValueError(f"notation must be uci, rap or ap, got {out['notation']!r}")
+  if out["train"] not in TRAIN_GAMES:
+    raise ValueError(f"train must be one of {sorted(TRAIN_GAMES)}, got {out['train']!r}")
+  out["size"] = out["size"] or default_size(out["model"], out["train"])
+  if out["size"] not in family_sizes(out["model"]):
+    sizes = sorted(family_sizes(out["model"]))
+    raise ValueError(f"unknown size {out['size']!r} for {out['model']}; expected one of {sizes}")
+  if out["rap_p"] is None:
+    out["rap_p"] = RAP_P[out["train"]] if out["notation"] == "rap" else 0.0
+  return out
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  a = parse_arg(arg)
+  c = ml_collections.ConfigDict()
+  c.task = "lm"  # chessjax.lm.task
+  c.family, c.size, c.seed = a["model"], a["size"], 0
+  c.model = ml_collections.ConfigDict()  # Overrides of the family's frozen config.
+
+  c.lm = ml_collections.ConfigDict()
+  c.lm.notation, c.lm.rap_p, c.lm.train = a["notation"], a["rap_p"], a["train"]
+  c.lm.vocab = ""  # A vocab file (one token per line); empty: chessjax's own order.
+  c.lm.tie_embeddings = TIED.get(a["model"], False)
+  c.lm.score_piece_tokens = True  # Inserted piece letters are prediction targets.
+
+  c.data = ml_collections.ConfigDict()
+  c.data.train = ""  # A dataset prepared by data_prep.lm_data.
+  c.data.train_split = "train"
+  c.data.val_split = "dev"
+  c.data.max_train_games = TRAIN_GAMES[a["train"]]
+  c.data.batch_size = 60  # The released code's effective batch is 64.
+  c.data.max_len = 512  # GPT-2's positions; games of up to 150 plies need at most 2 + 4 x 150.
+  c.data.bucket_lengths = (128, 192, 256, 320, 384, 448, 512)
+  c.data.worker_count = 0
+  c.data.window_batches = 64
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr, c.optim.b1, c.optim.b2, c.optim.eps = 5e-4, 0.9, 0.999, 1e-8
+  c.optim.weight_decay, c.optim.clip_norm = 0.01, 1.0
+  c.optim.schedule = "linear"
+  c.optim.warmup_steps = 0  # Unused: warmup_fraction is set.
+  c.optim.warmup_fraction = 0.1
+  c.optim.floor = 0.0
+  c.optim.decay_all = True  # Weight decay on every parameter, as the paper's AdamW.
+
+  c.train = ml_collections.ConfigDict()
+  c.train.epochs = 10
+  c.train.steps = 0  # Unused: epochs is set.
+  c.train.log_every = 100
+  c.train.eval_every = 0  # Once per epoch, on the whole dev split.
+  c.train.eval_batches = 0
+  c.train.early_stopping_patience = 1
+  c.train.checkpoint_every = 1000
+  c.train.keep_checkpoints = 2
+  c.train.snapshot_every = 500
+  c.train.max_bad_batches = 20
+  c.train.progress_seconds = 10.0
+  return c
