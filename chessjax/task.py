@@ -52,9 +52,14 @@ class Task(Protocol):
   def summarize(self, result: dict) -> tuple[str, dict[str, float], dict[str, np.ndarray]]: ...
 
 
+def task_name(config) -> str:
+  """`config.task`; configs written before tasks existed trained the world model."""
+  return config.get("task", "world_model")
+
+
 def get_task(config) -> Task:
   """The task `config.task` names: a track folder (`world_model`) or a dotted module path."""
-  name = config.get("task", "world_model")
+  name = task_name(config)
   module_name = name if "." in name else f"chessjax.{name}.task"
   try:
     module = importlib.import_module(module_name)

@@ -37,7 +37,7 @@ from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.data import pipeline, read_manifest
 from chessjax.files import as_path, write_json, write_text
 from chessjax.models import count_params, create_model
-from chessjax.task import Task, get_task
+from chessjax.task import Task, get_task, task_name
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     progress_seconds=config.train.get("progress_seconds", 10.0),
   )
   logger.message(
-    f"{config.family} {config.size} ({config.get('task', 'world_model')}): {n_params:,} "
+    f"{config.family} {config.size} ({task_name(config)}): {n_params:,} "
     f"parameters, {jax.device_count()} devices, {jax.process_count()} processes, global batch "
     f"{config.data.batch_size}, {total} steps ({epoch_steps} per epoch)"
     + (f", resumed from step {start_step}" if start_step else "")
@@ -299,7 +299,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   if val_batches and not last_eval:  # Rerun of a finished run: keep the summary's metrics.
     last_eval = evaluation.accumulate(run, state, val_batches)
   summary = {
-    "task": config.get("task", "world_model"),
+    "task": task_name(config),
     "family": config.family,
     "size": config.size,
     "params": n_params,

@@ -1,6 +1,7 @@
 """Shared fixtures and the JAX set-up of the whole suite.
 
-* Several virtual CPU devices (`jax_num_cpu_devices`), so sharded code runs in process.
+* Several virtual CPU devices (`jax_num_cpu_devices`), so sharded code runs in process; the
+  default mesh of the tests is one of them (`one_device_mesh_by_default`).
 * A persistent compilation cache (`.jax_cache/`, shared by pytest workers and the subprocesses
   tests start): identical programs built again (a rebuilt train step, a rerun of a CLI) load
   instead of compiling.
@@ -27,6 +28,19 @@ import pytest  # noqa: E402
 
 NUM_CPU_DEVICES = 4
 jax.config.update("jax_num_cpu_devices", NUM_CPU_DEVICES)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_device_mesh_by_default():
+  """Training and evaluation in tests run on one device, as on a laptop, unless a test names its
+  devices (`train.build(..., devices=...)`): four virtual devices on two cores make every step
+  about twice as slow, and only the sharding tests need them."""
+  from chessjax import sharding
+
+  real = sharding.make_mesh
+  sharding.make_mesh = lambda devices=None: real(jax.devices()[:1] if devices is None else devices)
+  yield
+  sharding.make_mesh = real
 
 SAMPLE_PGN = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 TEST_DATA = Path(__file__).resolve().parent / "data"

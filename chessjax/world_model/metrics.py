@@ -73,6 +73,9 @@ def label_cross_entropy(logits: jax.Array, states: jax.Array) -> jax.Array:
 label_cross_entropy.defvjp(_cross_entropy_fwd, _cross_entropy_bwd)
 
 
+# Jitted: inside a jitted step this costs nothing; called eagerly (tests, `state_metrics`) it runs
+# as one program instead of hundreds of op-by-op dispatches.
+@jax.jit
 def per_label(logits: jax.Array, states: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Per-label cross-entropy float32[B, T, 75] and argmax correctness bool[B, T, 75]."""
   hits = [
@@ -89,6 +92,7 @@ def loss_fn(logits: jax.Array, states: jax.Array, mask: jax.Array) -> jax.Array:
   return jnp.sum(ce.sum(-1) * m) / (labels.NUM_LABELS * jnp.maximum(m.sum(), 1.0))
 
 
+@jax.jit
 def batch_stats(logits: jax.Array, states: jax.Array, mask: jax.Array) -> dict[str, jax.Array]:
   """Additive statistics of one batch (jittable; bins cover the batch's T steps)."""
   ce, hit = per_label(logits, states)
