@@ -42,6 +42,7 @@ def one_device_mesh_by_default():
   yield
   sharding.make_mesh = real
 
+
 SAMPLE_PGN = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 TEST_DATA = Path(__file__).resolve().parent / "data"
 
