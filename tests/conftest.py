@@ -72,3 +72,29 @@ def small_dataset(tmp_path_factory) -> Path:
     process_pgn.parse_args(args + ["--val-fraction", "0.05", "--test-fraction", "0.2"])
   )
   return out
+
+
+# The modules whose tests take longest in `make test`'s durations, longest first.
+LONGEST_MODULES = (
+  "test_termination_atomic",
+  "test_termination",
+  "test_train",
+  "test_lm_linear_probe",
+  "test_encoding",
+  "test_lm_task",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  """The longest modules first, then the others with slow tests, then the rest (stable
+  otherwise): with `-n 2 --dist loadscope` long modules start early instead of leaving one worker
+  busy at the end."""
+  slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
+  rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
+  order = {id(item): i for i, item in enumerate(items)}
+
+  def key(item):
+    name = item.module.__name__
+    return (rank.get(name, len(rank) + (name not in slow)), order[id(item)])
+
+  items.sort(key=key)
