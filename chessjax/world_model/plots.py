@@ -10,7 +10,8 @@ import numpy as np  # noqa: E402
 
 
 def prefix_bins_figure(results: dict[str, dict], title: str = ""):
-  """One line per named metrics dict (from `chessjax.metrics`): ExactState and Labelwise by bin."""
+  """One line per named metrics dict (`chessjax.world_model.metrics`): ExactState and Labelwise
+  by bin."""
   fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=100)
   for name, result in results.items():
     bins = result["bins"]
