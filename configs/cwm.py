@@ -14,6 +14,7 @@ Walker & Lyons, Table 8 (e.g. slice d256: 96.57% ExactState on the real test spl
 import ml_collections
 
 from chessjax.models import FAMILIES, SIZES
+from configs import common
 
 STEPS_4_EPOCHS = 310_944
 
@@ -57,14 +58,8 @@ MAIN_FAMILY = {
 
 
 def parse_arg(arg: str | None) -> dict:
-  out = {"family": "slice", "size": "d128", "smoke": False}
-  for item in filter(None, (arg or "").split(",")):
-    if "=" not in item:
-      raise ValueError(f"config arg {item!r} is not key=value (arg was {arg!r})")
-    key, value = item.split("=", 1)
-    if key not in out:
-      raise ValueError(f"unknown config arg {key!r}; expected one of {sorted(out)}")
-    out[key] = value.lower() in ("1", "true", "yes") if key == "smoke" else value
+  defaults = {"family": "slice", "size": "d128", "smoke": False}
+  out = common.parse_arg(arg, defaults, {"smoke": common.boolean})
   if out["family"] not in FAMILIES:
     raise ValueError(f"unknown family {out['family']!r}; expected one of {sorted(FAMILIES)}")
   if out["size"] not in SIZES:

@@ -22,6 +22,7 @@ loss does not improve for one epoch, the best checkpoint kept for testing (WORKD
 import ml_collections
 
 from chessjax.models import FAMILIES, LM_FAMILIES, family_sizes
+from configs import common
 
 TRAIN_GAMES = {"S": 15_000, "M": 50_000, "L": 200_000, "all": 0}
 RAP_P = {"S": 0.25, "M": 0.25, "L": 0.15, "all": 0.15}
@@ -39,14 +40,8 @@ def default_size(model: str, train: str) -> str:
 
 
 def parse_arg(arg: str | None) -> dict:
-  out = {"model": "gpt2", "size": None, "notation": "uci", "rap_p": None, "train": "S"}
-  for item in filter(None, (arg or "").split(",")):
-    if "=" not in item:
-      raise ValueError(f"config arg {item!r} is not key=value (arg was {arg!r})")
-    key, value = item.split("=", 1)
-    if key not in out:
-      raise ValueError(f"unknown config arg {key!r}; expected one of {sorted(out)}")
-    out[key] = float(value) if key == "rap_p" else value
+  defaults = {"model": "gpt2", "size": None, "notation": "uci", "rap_p": None, "train": "S"}
+  out = common.parse_arg(arg, defaults, {"rap_p": float})
   models = sorted({*FAMILIES, *LM_FAMILIES})
   if out["model"] not in models:
     raise ValueError(f"unknown model {out['model']!r}; expected one of {models}")
