@@ -40,19 +40,28 @@ class Checkpointer:
       force=force,
     )
 
-  def restore_latest(self, abstract_state):
-    """(step, state, data state) of the newest readable checkpoint, or None if there is none.
+  def steps(self) -> list[int]:
+    """The steps of the checkpoints on disk, oldest first."""
+    return sorted(self.manager.all_steps())
+
+  def restore(self, step: int, abstract_state):
+    """(state, data state) of the checkpoint at `step` (raises if it is missing or unreadable).
 
     `abstract_state` gives the structure, shapes, dtypes and shardings to restore into.
     """
-    for step in sorted(self.manager.all_steps(), reverse=True):
+    restored = self.manager.restore(
+      step,
+      args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()
+      ),
+    )
+    return restored.state, restored.data
+
+  def restore_latest(self, abstract_state):
+    """(step, state, data state) of the newest readable checkpoint, or None if there is none."""
+    for step in reversed(self.steps()):
       try:
-        restored = self.manager.restore(
-          step,
-          args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()
-          ),
-        )
+        state, data = self.restore(step, abstract_state)
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous.
         log.warning(
           "checkpoint at step %d is unreadable (%s: %s); trying an older one",
@@ -61,7 +70,7 @@ class Checkpointer:
           str(e).splitlines()[0][:200],
         )
         continue
-      return step, restored.state, restored.data
+      return step, state, data
     return None
 
   def close(self) -> None:

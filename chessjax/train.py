@@ -210,6 +210,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     max_games=config.data.get("max_train_games") or None,
     batch_size=config.data.batch_size,
     seed=config.seed,
+    shuffle=config.data.get("shuffle", True),
     bucket_lengths=tuple(config.data.bucket_lengths),
     max_len=config.data.max_len,
     window_batches=config.data.window_batches,

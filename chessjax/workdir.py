@@ -37,16 +37,22 @@ def read_config(workdir) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(json.loads(path.read_text()))
 
 
-def restore(workdir, which: str = "latest") -> Restored:
-  """The newest readable checkpoint of a training workdir (`which="latest"`) or the one with the
-  best validation metric (`which="best"`, WORKDIR/best), ready to evaluate."""
+def restore(workdir, which: str = "latest", *, step: int | None = None) -> Restored:
+  """The newest readable checkpoint of a training workdir (`which="latest"`), the one with the
+  best validation metric (`which="best"`, WORKDIR/best), or the one saved at training step `step`,
+  ready to evaluate."""
   if which not in ("latest", "best"):
     raise ValueError(f"which must be 'latest' or 'best', got {which!r}")
   config = read_config(workdir)
   _, state, run = train.build(config)
   ckpt = Checkpointer(workdir, subdir="checkpoints" if which == "latest" else "best")
   try:
-    restored = ckpt.restore_latest(abstract_like(state))
+    if step is None:
+      restored = ckpt.restore_latest(abstract_like(state))
+    elif step in ckpt.steps():
+      restored = (step, *ckpt.restore(step, abstract_like(state)))
+    else:
+      raise FileNotFoundError(f"{workdir} has no checkpoint at step {step}: {ckpt.steps()}")
   finally:
     ckpt.close()
   if restored is None:

@@ -86,6 +86,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.bucket_lengths = (64, 128, 192, 256, 384, 512, 768, 1024)
   c.data.worker_count = 0
   c.data.window_batches = 64
+  c.data.shuffle = True  # False: the stored order every epoch (as the released loader)
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr, c.optim.warmup_steps, c.optim.b2, c.optim.weight_decay = lr, warmup, b2, wd

@@ -7,6 +7,8 @@
   instead of compiling.
 * LLVM's optimisation level 0: tests spend most of their time compiling small XLA programs; it
   cuts that by about a third and changes no semantics (tests compare implementations, not speed).
+  Training tests run slower with it, but the whole suite is faster: 10 min 42 s against 13 min 21 s
+  without it, both from an empty compilation cache (2 AVX2 vCPUs, 2026-11-24).
 * Session-scoped data: the bundled real-game sample read once, one small prepared dataset.
 """
 

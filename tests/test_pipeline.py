@@ -141,6 +141,23 @@ def test_same_seed_same_batches_other_seed_differs(dataset):
   assert not _same(two[len(a) :], a)
 
 
+def test_unshuffled_batches_are_the_stored_order_every_epoch(dataset):
+  """`shuffle=False` with one-batch windows and one bucket: consecutive stored games in each batch
+  (rows sorted by length inside it), the same batches every epoch (the released loader's order;
+  `config.data.shuffle`)."""
+  path, games = dataset
+  kw = {"shuffle": False, "window_batches": 1, "bucket_lengths": (512,), "max_len": 512}
+  it = pipeline.make_batches(path, "train", ROWS, **_kwargs(**kw))
+  per_epoch = len(games["train"]) // 8
+  two = [next(it) for _ in range(2 * per_epoch)]
+  assert [sorted(b["index"].tolist()) for b in two[:per_epoch]] == [
+    list(range(8 * i, 8 * i + 8)) for i in range(per_epoch)
+  ]
+  assert _same(two[:per_epoch], two[per_epoch:])
+  for batch in two[:3]:
+    _assert_rows_match_games(batch, games["train"])
+
+
 @pytest.mark.parametrize("drop_remainder", [True, False])
 def test_process_shards_disjoint_and_covering(dataset, drop_remainder):
   path, games = dataset
