@@ -46,7 +46,6 @@ import argparse
 import bz2
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -64,6 +63,7 @@ from benchmarks.bench_vs_reference_train import (
   REF_LINE,
   pinned_env,
 )
+from data_prep import pgn_files
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
@@ -85,14 +85,12 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "ckpt_step_*.pt"))):
 
 def split_pgn(train_games: int, heldout_games: int, work: Path) -> tuple[Path, Path]:
   """The sample cut by position: first `train_games` games, last `heldout_games` games."""
-  text = bz2.decompress(SAMPLE.read_bytes()).decode("utf-8")
-  starts = [m.start() for m in re.finditer(r"^\[Event ", text, flags=re.M)]
-  games = [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
+  games = [g.strip() for g in pgn_files.split_games(bz2.decompress(SAMPLE.read_bytes()).decode())]
   if train_games + heldout_games > len(games):
     sys.exit(f"the sample has {len(games)} games, fewer than {train_games} + {heldout_games}")
   train, heldout = work / "train.pgn", work / "heldout.pgn"
-  train.write_text("".join(games[:train_games]))
-  heldout.write_text("".join(games[-heldout_games:]))
+  train.write_text("\n\n".join(games[:train_games]) + "\n")
+  heldout.write_text("\n\n".join(games[-heldout_games:]) + "\n")
   return train, heldout
 
 
