@@ -1,4 +1,10 @@
-"""What every config file shares: the `key=value,...` argument of `--config=FILE:ARG`."""
+"""What every config file shares: the `key=value,...` argument of `--config=FILE:ARG`, and its
+`model.KEY=VALUE` items, overrides of the family's own model config (`--config.model.KEY` on the
+command line can only change keys the config file already set)."""
+
+import dataclasses
+
+MODEL_PREFIX = "model."
 
 
 def parse_arg(arg: str | None, defaults: dict, types: dict | None = None) -> dict:
@@ -10,6 +16,9 @@ def parse_arg(arg: str | None, defaults: dict, types: dict | None = None) -> dic
     if "=" not in item:
       raise ValueError(f"config arg {item!r} is not key=value (arg was {arg!r})")
     key, value = item.split("=", 1)
+    if key.startswith(MODEL_PREFIX) and MODEL_PREFIX in defaults:
+      out[MODEL_PREFIX] = {**out[MODEL_PREFIX], key[len(MODEL_PREFIX) :]: value}
+      continue
     if key not in out:
       raise ValueError(f"unknown config arg {key!r}; expected one of {sorted(out)}")
     out[key] = types.get(key, str)(value)
@@ -18,3 +27,33 @@ def parse_arg(arg: str | None, defaults: dict, types: dict | None = None) -> dic
 
 def boolean(value: str) -> bool:
   return value.lower() in ("1", "true", "yes")
+
+
+def model_overrides(family: str, size: str, items: dict[str, str]) -> dict:
+  """The `model.KEY=VALUE` items of an arg, each value converted to the type of that key in the
+  family's frozen config at `size` (bool, int, float or str; an int where the default is None).
+  Unknown keys and values the model rejects (e.g. Mamba's heads x head_dim = expand x d) raise."""
+  from chessjax.models import model_config
+
+  base = model_config(family, size)
+  known = {f.name for f in dataclasses.fields(base)}
+  out = {}
+  for key, text in items.items():
+    if key not in known:
+      raise ValueError(f"unknown {family} model key {key!r}; valid keys are {sorted(known)}")
+    default = getattr(base, key)
+    if isinstance(default, bool):
+      convert = boolean
+    elif default is None or isinstance(default, int):
+      convert = int
+    elif isinstance(default, float | str):
+      convert = type(default)
+    else:
+      kind = type(default).__name__
+      raise ValueError(f"{family} model key {key!r} ({kind}) cannot be set in the config arg")
+    try:
+      out[key] = convert(text)
+    except ValueError:
+      raise ValueError(f"model.{key}={text!r}: expected {convert.__name__}") from None
+  model_config(family, size, **out)  # Fails now, not at the first training step.
+  return out

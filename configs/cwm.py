@@ -6,7 +6,8 @@ r"""Chess-World-Model: one cell of the paper's grid with its final hyperparamete
         --config.optim.lr=3e-4
 
 `arg` is `key=value` pairs separated by commas: `family` (any of `chessjax.models.FAMILIES`),
-`size` (d128 | d256 | d384 | d512), `smoke` (True: a tiny model and a few steps on a CPU).
+`size` (d128 | d256 | d384 | d512), `smoke` (True: a tiny model and a few steps on a CPU),
+`model.KEY=VALUE` (any key of the family's model config, e.g. `model.mixer_impl=chunked`).
 Ablation families take their main family's hyperparameters. Expected result of the full recipe:
 Walker & Lyons, Table 8 (e.g. slice d256: 96.57% ExactState on the real test split).
 """
@@ -58,12 +59,15 @@ MAIN_FAMILY = {
 
 
 def parse_arg(arg: str | None) -> dict:
-  defaults = {"family": "slice", "size": "d128", "smoke": False}
+  defaults = {"family": "slice", "size": "d128", "smoke": False, common.MODEL_PREFIX: {}}
   out = common.parse_arg(arg, defaults, {"smoke": common.boolean})
   if out["family"] not in FAMILIES:
     raise ValueError(f"unknown family {out['family']!r}; expected one of {sorted(FAMILIES)}")
   if out["size"] not in SIZES:
     raise ValueError(f"unknown size {out['size']!r}; expected one of {sorted(SIZES)}")
+  out[common.MODEL_PREFIX] = common.model_overrides(
+    out["family"], out["size"], out[common.MODEL_PREFIX]
+  )
   return out
 
 
@@ -117,4 +121,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.train.eval_every = 10
     c.train.eval_batches = 2
     c.train.checkpoint_every = 10
+  c.model.update(a[common.MODEL_PREFIX])  # The arg's model.KEY=VALUE items, last.
   return c

@@ -12,7 +12,8 @@ r"""Learning Chess Blindfolded (Toshniwal et al. 2022): a UCI language model wit
 * `notation`: `uci` | `rap` | `ap` (section 3.1); `rap_p` (default 0.25 for Train-S and M, 0.15
   for L, the paper's tuned values);
 * `train`: `S` | `M` | `L` | `all`, the first 15K / 50K / 200K training games or all of them
-  (`data_prep.lm_data` writes the split in its shuffled order).
+  (`data_prep.lm_data` writes the split in its shuffled order);
+* `model.KEY=VALUE`: any key of the family's model config, e.g. `model.layers=3` (typed by it).
 The paper's recipe (section 4, appendix B): AdamW lr 5e-4, betas (0.9, 0.999), eps 1e-8, weight
 decay 0.01 on all parameters, global-norm clipping 1.0, batch 60, linear warmup over 10% of a
 10-epoch horizon then linear decay to 0, at most 10 epochs, early stopping when the per-move dev
@@ -41,6 +42,7 @@ def default_size(model: str, train: str) -> str:
 
 def parse_arg(arg: str | None) -> dict:
   defaults = {"model": "gpt2", "size": None, "notation": "uci", "rap_p": None, "train": "S"}
+  defaults[common.MODEL_PREFIX] = {}
   out = common.parse_arg(arg, defaults, {"rap_p": float})
   models = sorted({*FAMILIES, *LM_FAMILIES})
   if out["model"] not in models:
@@ -53,6 +55,9 @@ def parse_arg(arg: str | None) -> dict:
   if out["size"] not in family_sizes(out["model"]):
     sizes = sorted(family_sizes(out["model"]))
     raise ValueError(f"unknown size {out['size']!r} for {out['model']}; expected one of {sizes}")
+  out[common.MODEL_PREFIX] = common.model_overrides(
+    out["model"], out["size"], out[common.MODEL_PREFIX]
+  )
   if out["rap_p"] is None:
     out["rap_p"] = RAP_P[out["train"]] if out["notation"] == "rap" else 0.0
   return out
@@ -63,7 +68,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.task = "lm"  # chessjax.lm.task
   c.family, c.size, c.seed = a["model"], a["size"], 0
-  c.model = ml_collections.ConfigDict()  # Overrides of the family's frozen config.
+  c.model = ml_collections.ConfigDict(a[common.MODEL_PREFIX])  # Overrides of the family config.
 
   c.lm = ml_collections.ConfigDict()
   c.lm.notation, c.lm.rap_p, c.lm.train = a["notation"], a["rap_p"], a["train"]

@@ -84,6 +84,7 @@ LONGEST_MODULES = (
   "test_lm_linear_probe",
   "test_encoding",
   "test_lm_task",
+  "test_lm_learns",
 )
 
 

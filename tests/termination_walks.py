@@ -28,8 +28,8 @@ class Stats:
     self.fifty_lookahead = 0  # claimable at clock 99 through a next move
     self.clock99_open = 0  # clock 99 and the game goes on
 
-  def check(self, board: chess.Board, end: GameEnd) -> chess.Outcome | None:
-    legal = list(board.legal_moves)
+  def check(self, board: chess.Board, end: GameEnd, legal=None) -> chess.Outcome | None:
+    legal = list(board.legal_moves) if legal is None else legal
     fast = end.outcome(legal)
     slow = board.outcome(claim_draw=True)
     # (python-chess's `is_game_over(claim_draw=True)` is `outcome(claim_draw=True) is not None`:
@@ -81,8 +81,8 @@ def walk(stats, board, choose, *, max_plies, stop_at_end):
   """Plays from `board`, comparing the fast and python-chess outcomes before every move."""
   end = GameEnd(board)
   for _ in range(max_plies):
-    outcome = stats.check(board, end)
     legal = list(board.legal_moves)
+    outcome = stats.check(board, end, legal)
     if not legal or (outcome is not None and stop_at_end):
       return
     if outcome is not None and outcome.termination == T.INSUFFICIENT_MATERIAL:

@@ -26,10 +26,8 @@ from data_prep.pgn_files import split_games
 def oracle_state(board: chess.Board, ep_mode: str = "pseudo") -> list[int]:
   """Labels written plainly from python-chess's public API, square by square."""
   s = [0] * 75
-  for i, sq in enumerate(chess.square(f, r) for r in range(7, -1, -1) for f in range(8)):
-    p = board.piece_at(sq)
-    if p is not None:
-      s[i] = p.piece_type + (0 if p.color == chess.WHITE else 6)
+  for sq, p in board.piece_map().items():  # label index: a8 = 0 ... h1 = 63
+    s[8 * (7 - chess.square_rank(sq)) + chess.square_file(sq)] = p.piece_type + 6 * (not p.color)
   s[64] = int(board.turn == chess.BLACK)
   s[65] = int(board.has_kingside_castling_rights(chess.WHITE))
   s[66] = int(board.has_queenside_castling_rights(chess.WHITE))
@@ -55,13 +53,14 @@ def assert_matches_oracle(ucis, ep_mode="pseudo"):
   assert moves[0] == START_ID
   board = chess.Board()
   fen_mode = "fen" if ep_mode == "pseudo" else "legal"
-  for t in range(len(ucis) + 1):
-    if t:
-      move = chess.Move.from_uci(ucis[t - 1])
-      assert moves[t] == move_to_id(ucis[t - 1])
-      board.push(move)
-    np.testing.assert_array_equal(states[t], oracle_state(board, ep_mode), err_msg=f"ply {t}")
-    assert labels_to_fen(states[t]) == board.fen(en_passant=fen_mode)
+  want = [oracle_state(board, ep_mode)]
+  for t, uci in enumerate(ucis, 1):
+    assert moves[t] == move_to_id(uci)
+    board.push(chess.Move.from_uci(uci))
+    want.append(oracle_state(board, ep_mode))
+    assert labels_to_fen(states[t]) == board.fen(en_passant=fen_mode), f"ply {t}"
+  wrong = np.flatnonzero((states != np.array(want, np.uint8)).any(-1))
+  assert not wrong.size, f"first wrong ply {wrong[0]}: {states[wrong[0]]} != {want[wrong[0]]}"
   return len(ucis)
 
 

@@ -79,6 +79,30 @@ def test_config_arg_errors():
   assert smoke.train.steps < 100 and smoke.data.batch_size <= 16
 
 
+def test_config_arg_sets_model_keys_typed_by_the_family():
+  """`model.KEY=VALUE` items reach config.model with the family config's types (the command
+  line's --config.model.KEY can only change keys already there), and build that model."""
+  from configs import lm
+
+  c = cwm.get_config("family=mamba3,size=d128,smoke=True,model.layers=3,model.mlp_hidden=384")
+  assert c.model.to_dict() == {"dtype": "float32", "layers": 3, "mlp_hidden": 384}
+  c = cwm.get_config("family=slice,model.final_norm=true,model.dtype=bfloat16,model.dropout=0")
+  assert c.model.to_dict() == {"dtype": "bfloat16", "final_norm": True, "dropout": 0.0}
+  c = lm.get_config("model=gated_deltanet,size=d128,model.layers=3,model.mlp_width=480")
+  assert c.model.to_dict() == {"layers": 3, "mlp_width": 480}  # mlp_width's default is None
+  task = train.get_task(c)
+  model = abstract_model(c.family, c.size, head=task.head, **task.model_kwargs, **c.model)
+  assert len(model.backbone.blocks) == 3 and count_params(model) == 875_001
+  with pytest.raises(ValueError, match="unknown slice model key 'nope'"):
+    cwm.get_config("family=slice,model.nope=1")
+  with pytest.raises(ValueError, match="model.layers='x': expected int"):
+    lm.get_config("model=slice,size=d128,model.layers=x")
+  with pytest.raises(ValueError, match="heads \\* head_dim"):  # Mamba's own check, at once.
+    lm.get_config("model=mamba3,size=d128,model.d=120")
+  with pytest.raises(ValueError, match="cannot be set in the config arg"):
+    cwm.get_config("family=mamba2,model.a_init_range=1")
+
+
 def test_lr_schedule_matches_spec():
   fn = optim.lr_schedule(1e-3, 10, 110, "cosine", 0.1)
   assert float(fn(0)) == pytest.approx(1e-4)  # (step + 1) / warmup

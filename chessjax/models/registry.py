@@ -42,9 +42,10 @@ FAMILIES = {
 LM_FAMILIES = {"gpt2": "gpt2", "gpt2_w50": "gpt2", "lstm": "lstm"}
 
 # GPT-2 (d, layers, heads), the order of SIZES. small / intermediate / medium: the paper's Table 9
-# (GPT2-small is Hugging Face's `gpt2`); tiny and mini: CPU sizes of this codebase.
+# (GPT2-small is Hugging Face's `gpt2`); tiny, micro and mini: CPU sizes of this codebase.
 GPT2_SIZES = {
   "tiny": (64, 2, 2),
+  "micro": (128, 4, 4),
   "mini": (256, 4, 4),
   "small": (768, 12, 12),
   "intermediate": (768, 16, 12),

@@ -31,6 +31,7 @@ def _expected_count(d, n_layers, vocab=VOCAB, positions=512):
 @pytest.mark.parametrize(
   "family, size, want",
   [
+    ("gpt2", "micro", 868_736),  # the CPU Train-S experiment's model (README)
     ("gpt2", "small", 85_508_352),
     ("gpt2", "intermediate", 113_859_840),
     ("gpt2", "medium", 302_914_560),

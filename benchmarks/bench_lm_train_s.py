@@ -1,0 +1,269 @@
+"""The Train-S experiment of Learning Chess Blindfolded (Toshniwal et al. 2022) on a CPU, and the
+state-tracking backbones as UCI language models.
+
+    python -m benchmarks.bench_lm_train_s --pgn ../shared/data/masters/*.pgn.bz2 --work DIR \\
+        [--runs gpt2-uci,gpt2-rap,gpt2-ap,slice-uci,gdn-uci,mamba3-uci] [--epochs 3] [--lr 1e-3] \\
+        [--cores 0,1]
+
+1. Data (`data_prep.lm_data`, the paper's protocol: 10-150 plies, exact dedup, seeded shuffle into
+   train / probing pool / dev / test, scaled down with a warning when the corpus is smaller than the
+   paper's) into DIR/data, and the 1000-row probing set (`data_prep.probing_sets`, prefixes of
+   51-100 plies from the pool, none a prefix of a Train-S game) into DIR/probing.
+2. Training (`python -m chessjax.main --config=configs/lm.py:...,train=S`): the first 15,000
+   training games, the paper's recipe (AdamW, betas 0.9/0.999, decay 0.01 on all parameters,
+   clipping 1.0, batch 60, linear warmup over 10% of the horizon then linear decay to 0, early
+   stopping with patience 1 on the per-move dev loss, best checkpoint) with a CPU-sized model, a
+   horizon of `--epochs` epochs instead of 10 and learning rate `--lr` instead of 5e-4 (a model of
+   under a million parameters trained for a few epochs). Validation during training: the first
+   `--eval-batches` batches of dev. Every run gets the same budget. Runs go one per core of
+   `--cores`, pinned, in parallel; a finished run is not trained again (a cut one resumes).
+3. Evaluation (`chessjax.lm.evaluate`, best checkpoint): per-move perplexity of the whole dev and
+   test splits and the four probing tasks; for the UCI runs, linear probes of every layer
+   (`chessjax.lm.linear_probe`, defaults: 500 training and 500 test games) against the same
+   architecture randomly initialised.
+4. Tables (printed and in WORK/tables.md): perplexity (Table 3) and End / Start probes (Tables 5 /
+   4) beside the paper's Train-S rows (GPT-2 small), the random-legal baseline of this probing set,
+   and the best layer's linear-probe accuracy per run.
+
+RUNS names the models: GPT-2 `micro` (4 layers, width 128, 4 heads: 868,736 parameters) with UCI,
+UCI + RAP (p = 0.25) and UCI + AP, and chessjax's recurrent backbones as UCI language models
+through the token head at about the same parameter count (3 layers of width 128; Gated DeltaNet's
+MLP 480 wide and Mamba-3's 384 to land there).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# name -> (model, size, notation, model overrides)
+RUNS = {
+  "gpt2-uci": ("gpt2", "micro", "uci", {}),
+  "gpt2-rap": ("gpt2", "micro", "rap", {}),
+  "gpt2-ap": ("gpt2", "micro", "ap", {}),
+  "slice-uci": ("slice", "d128", "uci", {"layers": 3}),
+  "gdn-uci": ("gated_deltanet", "d128", "uci", {"layers": 3, "mlp_width": 480}),
+  "mamba3-uci": ("mamba3", "d128", "uci", {"layers": 3, "mlp_hidden": 384}),
+}
+
+# Toshniwal et al. 2022, Train-S rows (GPT-2 small): Table 3 (dev / test perplexity), Table 5
+# (End: LgM Actual Acc., R-Prec., LgM Other Acc., R-Prec., ExM), Table 4 (Start, same columns).
+PAPER_PPL = {"uci": (23.6, 23.6), "rap": (15.9, 15.9), "ap": (16.1, 16.2)}
+PAPER_END = {
+  "uci": (74.0, 61.1, 65.5, 57.7, 26.7),
+  "rap": (88.4, 75.5, 80.4, 72.1, 33.3),
+  "ap": (87.0, 77.0, 78.8, 72.3, 36.1),
+}
+PAPER_START = {"rap": (91.3, 90.2, 89.3, 89.2, 78.8), "ap": (99.2, 99.1, 98.8, 98.8, 86.9)}
+PAPER_BASELINE = {"end": 19.6, "start": 86.0}
+
+
+def prepare(args, work: Path) -> tuple[Path, Path]:
+  from data_prep import lm_data, probing_sets
+
+  data, sets = work / "data", work / "probing"
+  if not (data / "manifest.json").exists():
+    argv = [
+      "--pgn",
+      *args.pgn,
+      "--out",
+      str(data),
+      "--workers",
+      str(len(args.cores)),
+      "--overwrite",
+    ]
+    if lm_data.main(argv) != 0:
+      sys.exit("data_prep.lm_data failed")
+  if not (sets / "end.jsonl").exists():
+    argv = ["--pool", str(data), "--train", str(data), "--train-limit", "15000", "--out", str(sets)]
+    if probing_sets.main(argv) != 0:
+      sys.exit("data_prep.probing_sets failed")
+  return data, sets
+
+
+def train_command(name: str, args, data: Path, run_dir: Path) -> list[str]:
+  model, size, notation, overrides = RUNS[name]
+  arg = f"model={model},size={size},notation={notation},train=S"
+  arg += "".join(f",model.{k}={v}" for k, v in overrides.items())
+  cmd = [
+    sys.executable, "-m", "chessjax.main", f"--config={REPO / 'configs' / 'lm.py'}:{arg}",
+    f"--workdir={run_dir}", f"--config.data.train={data}", f"--config.optim.lr={args.lr}",
+    f"--config.train.epochs={args.epochs}", f"--config.train.eval_batches={args.eval_batches}",
+  ]  # fmt: skip
+  return cmd
+
+
+def finished(run_dir: Path) -> bool:
+  """A run whose loop ended (its final summary written)."""
+  return (run_dir / "train_summary.json").exists()
+
+
+def train_all(names, args, data: Path, work: Path) -> None:
+  """Trains the unfinished runs, one per core, pinned; logs in WORK/runs/NAME.log."""
+  todo = [n for n in names if not finished(work / "runs" / n)]
+  running: dict[int, tuple[str, subprocess.Popen, float]] = {}
+  free = list(args.cores)
+  taskset = shutil.which("taskset")
+  env = {**os.environ, "PYTHONPATH": str(REPO)}
+  while todo or running:
+    while todo and free:
+      name, core = todo.pop(0), free.pop(0)
+      run_dir = work / "runs" / name
+      run_dir.parent.mkdir(parents=True, exist_ok=True)
+      cmd = train_command(name, args, data, run_dir)
+      if taskset:
+        cmd = [taskset, "-c", str(core), *cmd]
+      log = open(work / "runs" / f"{name}.log", "a")  # noqa: SIM115 (closed by the child's end)
+      print(f"train {name} on core {core}", flush=True)
+      running[core] = (
+        name,
+        subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log),
+        time.time(),
+      )
+    time.sleep(5)
+    for core, (name, proc, t0) in list(running.items()):
+      if proc.poll() is None:
+        continue
+      del running[core]
+      free.append(core)
+      if proc.returncode:
+        sys.exit(f"{name} failed (exit {proc.returncode}); see {work / 'runs' / name}.log")
+      print(f"{name} done in {time.time() - t0:,.0f} s", flush=True)
+
+
+def evaluate_all(names, work: Path, sets: Path) -> dict:
+  from chessjax.lm import evaluate
+
+  results = {}
+  for name in names:
+    out = work / "runs" / name / "lm_eval" / "results.json"
+    if not out.exists():
+      print(f"evaluate {name}", flush=True)
+      evaluate.evaluate(work / "runs" / name, sets=sets)
+    results[name] = json.loads(out.read_text())
+  return results
+
+
+def linear_probe_all(names, work: Path) -> dict:
+  """`chessjax.lm.linear_probe` of each run's best checkpoint (500 train / 500 test games, 500
+  steps per layer), into WORK/runs/NAME/eval/."""
+  from chessjax.lm import linear_probe
+
+  results = {}
+  for name in names:
+    run_dir = work / "runs" / name
+    out = run_dir / "eval" / "linear_probe.json"
+    if not out.exists():
+      print(f"linear probes {name}", flush=True)
+      if linear_probe.main(["--workdir", str(run_dir), "--which", "best"]) != 0:
+        sys.exit(f"linear probes of {name} failed")
+    results[name] = json.loads(out.read_text())
+  return results
+
+
+def probe_table(probes: dict) -> str:
+  """Per run: held-out accuracy of the best layer's probe, model / control, per square subset."""
+  subsets = ("all", "nonempty", "changed")
+  lines = [
+    "Linear probes of the board (best layer; model / randomly initialised control; %):",
+    "",
+    "| run | layers | all squares | non-empty squares | changed squares | majority (all) |",
+    "|---|---:|---:|---:|---:|---:|",
+  ]
+  for name, r in probes.items():
+    cells = []
+    for k in subsets:
+      m = max(row[k] for row in r["model"] if row[k] is not None)
+      c = max(row[k] for row in r["control"] if row[k] is not None)
+      cells.append(f"{100 * m:.1f} / {100 * c:.1f}")
+    majority = 100 * r["majority"]["all"]
+    lines.append(f"| {name} | {len(r['layers'])} | " + " | ".join(cells) + f" | {majority:.1f} |")
+  return "\n".join(lines) + "\n"
+
+
+def _cells(scores: dict | None, paper: tuple | None) -> list[str]:
+  if scores is None:
+    return []
+  keys = [("actual", "lgm"), ("actual", "r_precision"), ("other", "lgm"), ("other", "r_precision")]
+  ours = [scores[k][m] for k, m in keys] + [scores["actual"].get("exm")]
+  return [
+    f"{o:.1f} / {p:.1f}" if paper else f"{o:.1f}" for o, p in zip(ours, paper or ours, strict=True)
+  ]
+
+
+def tables(results: dict, work: Path) -> str:
+  params = {}
+  for name in results:
+    summary = json.loads((work / "runs" / name / "train_summary.json").read_text())
+    params[name] = summary.get("params")
+  lines = [
+    "Perplexity per move (Table 3; ours / paper Train-S, GPT-2 small):",
+    "",
+    "| run | parameters | best step | dev | test |",
+    "|---|---:|---:|---:|---:|",
+  ]
+  for name, r in results.items():
+    notation = r["notation"]
+    paper = PAPER_PPL.get(notation) if name.startswith("gpt2") else None
+    dev, test = r["perplexity"]["dev"]["perplexity"], r["perplexity"]["test"]["perplexity"]
+    cell = lambda x, p: f"{x:.2f} / {p}" if p else f"{x:.2f}"  # noqa: E731
+    p_dev, p_test = paper or (None, None)
+    count = f"{params[name]:,}" if params[name] else "?"
+    lines.append(f"| {name} | {count} | {r['step']} | {cell(dev, p_dev)} | {cell(test, p_test)} |")
+  for kind, paper_rows, label in (("end", PAPER_END, "Table 5"), ("start", PAPER_START, "Table 4")):
+    lines += [
+      "",
+      f"{kind.title()} squares ({label}; ours / paper Train-S where the paper has the row):",
+      "",
+      "| run | LgM Actual Acc. | LgM Actual R-Prec. | LgM Other Acc. | LgM Other R-Prec. | ExM |",
+      "|---|---:|---:|---:|---:|---:|",
+    ]
+    baseline = None
+    for name, r in results.items():
+      tasks = r["probes"]["tasks"]
+      baseline = r["probes"]["random_legal"][f"{kind}_actual"]
+      if f"{kind}_actual" not in tasks:
+        continue
+      scores = {"actual": tasks[f"{kind}_actual"], "other": tasks[f"{kind}_other"]}
+      paper = paper_rows.get(r["notation"]) if name.startswith("gpt2") else None
+      lines.append(f"| {name} | " + " | ".join(_cells(scores, paper)) + " |")
+    lines.append(f"| random legal | - | - | - | - | {baseline:.1f} / {PAPER_BASELINE[kind]} |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--pgn", nargs="+", required=True, help="master games (PGN, .bz2 allowed)")
+  ap.add_argument("--work", required=True, help="data, runs and tables (outside the repository)")
+  ap.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, of {list(RUNS)}")
+  ap.add_argument("--epochs", type=int, default=3, help="the schedule's horizon and the cap")
+  ap.add_argument("--lr", type=float, default=1e-3)
+  ap.add_argument("--eval-batches", type=int, default=40, help="dev batches per validation")
+  ap.add_argument("--cores", default="0,1", help="one run per core, pinned")
+  args = ap.parse_args(argv)
+  args.cores = [int(c) for c in args.cores.split(",")]
+  names = args.runs.split(",")
+  unknown = sorted(set(names) - set(RUNS))
+  if unknown:
+    sys.exit(f"unknown runs {unknown}; expected some of {list(RUNS)}")
+  sys.path.insert(0, str(REPO))
+  work = Path(args.work)
+  data, sets = prepare(args, work)
+  train_all(names, args, data, work)
+  text = tables(evaluate_all(names, work, sets), work)
+  uci = [n for n in names if RUNS[n][2] == "uci"]
+  if uci:
+    text += "\n" + probe_table(linear_probe_all(uci, work))
+  (work / "tables.md").write_text(text)
+  print(text)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
