@@ -2,19 +2,21 @@
 model on this machine, batched, through `chessjax.lm.evaluate.probe`.
 
     python -m benchmarks.bench_lm_probe_speed --sets DIR [--size small] [--notation rap] \\
-        [--batch-size 64] [--reps 2]
+        [--batch-size 64] [--reps 2] [--rows N]
 
 SETS is a probing set of `data_prep.probing_sets` (end.jsonl, start.jsonl; the paper's has 1000
-rows). A RAP model takes all four tasks (End-Actual, End-Other, Start-Actual, Start-Other): 4 x
-rows prompts. The model is GPT-2 at `--size` (`small`: the paper's 85,508,352 parameters) with
-freshly initialised weights: the time does not depend on their values. One pass compiles the
-prompt shape (every batch is [batch, longest prompt]); the table gives the first pass and the
-median of `--reps` passes after it, prompts per second and prompt tokens per second.
+rows; `--rows N` takes its first N). A RAP model takes all four tasks (End-Actual, End-Other,
+Start-Actual, Start-Other): 4 x rows prompts. The model is GPT-2 at `--size` (`small`: the
+paper's 85,508,352 parameters) with freshly initialised weights: the time does not depend on
+their values. One pass compiles the prompt shape (every batch is [batch, longest prompt]); the
+table gives the first pass and the median of `--reps` passes after it, prompts per second and
+prompt tokens per second.
 """
 
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +30,7 @@ def main(argv=None) -> int:
   ap.add_argument("--notation", default="rap", choices=("uci", "rap", "ap"))
   ap.add_argument("--batch-size", type=int, default=64)
   ap.add_argument("--reps", type=int, default=2)
+  ap.add_argument("--rows", type=int, default=0, help="the first ROWS rows of SETS (0: all)")
   args = ap.parse_args(argv)
   sys.path.insert(0, str(REPO))
   import jax
@@ -40,7 +43,14 @@ def main(argv=None) -> int:
   config = lm.get_config(f"model=gpt2,size={args.size},notation={args.notation}")
   _, state, run = train.build(config, total_steps=1)
   restored = workdir.Restored(config=config, run=run, state=state, step=0)
-  end_rows, start_rows = probing.read_rows(args.sets)
+  sets = Path(args.sets)
+  if args.rows:  # A cut of the set, written beside it, through the same reader.
+    cut = Path(tempfile.mkdtemp(prefix="probe_rows_"))
+    for name in ("end.jsonl", "start.jsonl"):
+      lines = (sets / name).read_text().splitlines(keepends=True)[: args.rows]
+      (cut / name).write_text("".join(lines))
+    sets = cut
+  end_rows, start_rows = probing.read_rows(sets)
   tasks = probing.tasks_for(args.notation)
   vocab = restored.task.vocab
   prompts = [
@@ -52,7 +62,7 @@ def main(argv=None) -> int:
   times = []
   for _ in range(args.reps + 1):
     t0 = time.perf_counter()
-    result, _ = evaluate.probe(restored, args.sets, batch_size=args.batch_size)
+    result, _ = evaluate.probe(restored, sets, batch_size=args.batch_size)
     times.append(time.perf_counter() - t0)
   steady = statistics.median(times[1:])
   n, tokens = len(prompts), sum(len(p) for p in prompts)

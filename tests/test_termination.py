@@ -34,10 +34,10 @@ CRAFTED = [
 def _equivalence_walks(stats, *, random_games, long_walks, crafted_repeats):
   rng = random.Random(12345)
   # Generation exactly as the generator plays: from the start, up to the first end.
-  for seed in range(random_games):
+  for seed in random_games:
     walk(stats, chess.Board(), uniform(random.Random(seed)), max_plies=2000, stop_at_end=True)
   # Past the first claimable draw: fivefold, seventy-five moves and long windows.
-  for i in range(long_walks):
+  for i in long_walks:
     choose = (repeating, quiet, uniform)[i % 3](random.Random(1000 + i))
     walk(stats, chess.Board(), choose, max_plies=260, stop_at_end=False)
   for fen in CRAFTED:
@@ -46,9 +46,16 @@ def _equivalence_walks(stats, *, random_games, long_walks, crafted_repeats):
       walk(stats, chess.Board(fen), choose, max_plies=220, stop_at_end=False)
 
 
+# The quick test's random games and long walks; the slow test walks the next ones (seeds), so
+# `make test` checks every walk once.
+QUICK_GAMES, QUICK_WALKS = 12, 6
+
+
 def test_game_end_matches_python_chess():
   stats = Stats()
-  _equivalence_walks(stats, random_games=12, long_walks=6, crafted_repeats=3)
+  _equivalence_walks(
+    stats, random_games=range(QUICK_GAMES), long_walks=range(QUICK_WALKS), crafted_repeats=3
+  )
   assert stats.plies > 8000
   assert set(stats.terminations) == ALL_TERMINATIONS, stats.terminations
   assert stats.lookahead_threefold > 0
@@ -59,7 +66,12 @@ def test_game_end_matches_python_chess():
 @pytest.mark.slow
 def test_game_end_matches_python_chess_long():
   stats = Stats()
-  _equivalence_walks(stats, random_games=250, long_walks=60, crafted_repeats=15)
+  _equivalence_walks(
+    stats,
+    random_games=range(QUICK_GAMES, 250),
+    long_walks=range(QUICK_WALKS, 60),
+    crafted_repeats=15,
+  )
   assert stats.plies > 100_000
   assert set(stats.terminations) == ALL_TERMINATIONS, stats.terminations
 

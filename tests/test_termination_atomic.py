@@ -31,10 +31,10 @@ ATOMIC_CRAFTED = [
 
 def _atomic_walks(stats, *, random_games, long_walks, crafted_repeats):
   rng = random.Random(54321)
-  for seed in range(random_games):
+  for seed in random_games:
     board = chess.variant.AtomicBoard()
     walk(stats, board, uniform(random.Random(seed)), max_plies=2000, stop_at_end=True)
-  for i in range(long_walks):
+  for i in long_walks:
     choose = (repeating, quiet, uniform)[i % 3](random.Random(2000 + i))
     walk(stats, chess.variant.AtomicBoard(), choose, max_plies=260, stop_at_end=False)
   for fen in ATOMIC_CRAFTED:
@@ -43,9 +43,16 @@ def _atomic_walks(stats, *, random_games, long_walks, crafted_repeats):
       walk(stats, chess.variant.AtomicBoard(fen), choose, max_plies=220, stop_at_end=False)
 
 
+# The quick test's random games and long walks; the slow test walks the next ones (seeds), so
+# `make test` checks every walk once.
+QUICK_GAMES, QUICK_WALKS = 40, 6
+
+
 def test_atomic_game_end_matches_python_chess():
   stats = Stats()
-  _atomic_walks(stats, random_games=40, long_walks=6, crafted_repeats=2)
+  _atomic_walks(
+    stats, random_games=range(QUICK_GAMES), long_walks=range(QUICK_WALKS), crafted_repeats=2
+  )
   assert stats.plies > 5000
   assert set(stats.terminations) >= ATOMIC_TERMINATIONS, stats.terminations
   assert stats.lookahead_threefold > 0
@@ -55,7 +62,12 @@ def test_atomic_game_end_matches_python_chess():
 @pytest.mark.slow
 def test_atomic_game_end_matches_python_chess_long():
   stats = Stats()
-  _atomic_walks(stats, random_games=300, long_walks=30, crafted_repeats=8)
+  _atomic_walks(
+    stats,
+    random_games=range(QUICK_GAMES, 300),
+    long_walks=range(QUICK_WALKS, 30),
+    crafted_repeats=8,
+  )
   assert stats.plies > 40_000
   assert set(stats.terminations) >= ATOMIC_TERMINATIONS, stats.terminations
   assert stats.fifty_lookahead > 0
