@@ -9,8 +9,8 @@ rows; `--rows N` takes its first N). A RAP model takes all four tasks (End-Actua
 Start-Actual, Start-Other): 4 x rows prompts. The model is GPT-2 at `--size` (`small`: the
 paper's 85,508,352 parameters) with freshly initialised weights: the time does not depend on
 their values. One pass compiles the prompt shape (every batch is [batch, longest prompt]); the
-table gives the first pass and the median of `--reps` passes after it, prompts per second and
-prompt tokens per second.
+table gives the first pass and the median of `--reps` passes after it (0: none), prompts per
+second and prompt tokens per second.
 """
 
 import argparse
@@ -64,7 +64,6 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     result, _ = evaluate.probe(restored, sets, batch_size=args.batch_size)
     times.append(time.perf_counter() - t0)
-  steady = statistics.median(times[1:])
   n, tokens = len(prompts), sum(len(p) for p in prompts)
   print(
     f"\nGPT-2 {args.size} ({count_params(state['params']):,} parameters), {args.notation.upper()}:"
@@ -74,7 +73,10 @@ def main(argv=None) -> int:
   )
   print("| pass | seconds | prompts/s | prompt tokens/s |")
   print("|---|---:|---:|---:|")
-  for label, t in (("first (compiles)", times[0]), (f"median of {args.reps} after", steady)):
+  rows = [("first (compiles)", times[0])]
+  if args.reps:
+    rows.append((f"median of {args.reps} after", statistics.median(times[1:])))
+  for label, t in rows:
     print(f"| {label} | {t:.1f} | {n / t:.1f} | {tokens / t:,.0f} |")
   assert sum(r["rows"] for r in result["tasks"].values()) == n
   return 0
