@@ -44,8 +44,9 @@ def main(argv=None) -> int:
   _, state, run = train.build(config, total_steps=1)
   restored = workdir.Restored(config=config, run=run, state=state, step=0)
   sets = Path(args.sets)
-  if args.rows:  # A cut of the set, written beside it, through the same reader.
-    cut = Path(tempfile.mkdtemp(prefix="probe_rows_"))
+  scratch = tempfile.TemporaryDirectory(prefix="probe_rows_")  # Removed at exit.
+  if args.rows:  # The first rows, in a scratch directory, read by the same reader.
+    cut = Path(scratch.name)
     for name in ("end.jsonl", "start.jsonl"):
       lines = (sets / name).read_text().splitlines(keepends=True)[: args.rows]
       (cut / name).write_text("".join(lines))

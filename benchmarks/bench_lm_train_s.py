@@ -119,13 +119,10 @@ def train_all(names, args, data: Path, work: Path) -> None:
       cmd = train_command(name, args, data, run_dir)
       if taskset:
         cmd = [taskset, "-c", str(core), *cmd]
-      log = open(work / "runs" / f"{name}.log", "a")  # noqa: SIM115 (closed by the child's end)
       print(f"train {name} on core {core}", flush=True)
-      running[core] = (
-        name,
-        subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log),
-        time.time(),
-      )
+      with open(work / "runs" / f"{name}.log", "a") as log:  # The child keeps its own copy.
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log)
+      running[core] = (name, proc, time.time())
     time.sleep(5)
     for core, (name, proc, t0) in list(running.items()):
       if proc.poll() is None:
@@ -187,9 +184,7 @@ def probe_table(probes: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def _cells(scores: dict | None, paper: tuple | None) -> list[str]:
-  if scores is None:
-    return []
+def _cells(scores: dict, paper: tuple | None) -> list[str]:
   keys = [("actual", "lgm"), ("actual", "r_precision"), ("other", "lgm"), ("other", "r_precision")]
   ours = [scores[k][m] for k, m in keys] + [scores["actual"].get("exm")]
   return [
@@ -253,6 +248,8 @@ def main(argv=None) -> int:
   if unknown:
     sys.exit(f"unknown runs {unknown}; expected some of {list(RUNS)}")
   sys.path.insert(0, str(REPO))
+  from chessjax.files import write_text
+
   work = Path(args.work)
   data, sets = prepare(args, work)
   train_all(names, args, data, work)
@@ -260,7 +257,7 @@ def main(argv=None) -> int:
   uci = [n for n in names if RUNS[n][2] == "uci"]
   if uci:
     text += "\n" + probe_table(linear_probe_all(uci, work))
-  (work / "tables.md").write_text(text)
+  write_text(work / "tables.md", text)
   print(text)
   return 0
 
