@@ -10,10 +10,13 @@
   Training tests run slower with it, but the whole suite is faster: 10 min 42 s against 13 min 21 s
   without it, both from an empty compilation cache (2 AVX2 vCPUs, 2026-11-24).
 * Session-scoped data: the bundled real-game sample read once, one small prepared dataset.
+* Tests write only to temporary or in-memory locations: a run that leaves a new untracked file in
+  the repository fails (`pytest_sessionfinish`).
 """
 
 import bz2
 import os
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,3 +104,42 @@ def pytest_collection_modifyitems(config, items):
     return (rank.get(name, len(rank) + (name not in slow)), order[id(item)])
 
   items.sort(key=key)
+
+
+def _untracked_files() -> set[str] | None:
+  """Files in the repository that git neither tracks nor ignores (None outside a git checkout)."""
+  try:
+    out = subprocess.run(
+      ["git", "ls-files", "--others", "--exclude-standard", "-z"],
+      cwd=REPO, capture_output=True, check=True,
+    )  # fmt: skip
+  except (OSError, subprocess.CalledProcessError):
+    return None
+  return set(filter(None, out.stdout.decode("utf-8", "replace").split("\0")))
+
+
+def _is_controller(config) -> bool:
+  return not hasattr(config, "workerinput")  # pytest-xdist workers have it
+
+
+def pytest_sessionstart(session):
+  if _is_controller(session.config):
+    session.config.stash[_UNTRACKED_AT_START] = _untracked_files()
+
+
+def pytest_sessionfinish(session, exitstatus):
+  """Fails the run if it left files in the repository (tests write to tmp_path or memory)."""
+  if not _is_controller(session.config):
+    return
+  before = session.config.stash.get(_UNTRACKED_AT_START, None)
+  after = _untracked_files()
+  if before is None or after is None:
+    return
+  left = sorted(after - before)
+  if left:
+    shown = "\n  ".join(left[:20]) + ("\n  ..." if len(left) > 20 else "")
+    print(f"\nERROR: the tests left {len(left)} untracked file(s) in the repository:\n  {shown}")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_UNTRACKED_AT_START = pytest.StashKey[set[str] | None]()
