@@ -1,4 +1,7 @@
-"""chessjax's training step against the released PyTorch training step (issue 13, part 1).
+"""chessjax's training step against the released PyTorch training step of Chess-World-Model.
+
+The released code is that of Walker & Lyons (2026), Chess-World-Model; the measured differences
+are reported in docs/world_model.md, "Training parity with the released code".
 
 tests/data/step_parity.npz, made by tests/data/make_step_parity.py, holds 30 steps of the released
 training loop (its AdamW param groups, LambdaLR warmup + cosine, `compute_state_loss`,

@@ -1,4 +1,4 @@
-"""Released training steps, for tests/test_step_parity.py (issue 13, part 1).
+"""Released Chess-World-Model training steps (Walker & Lyons 2026), for tests/test_step_parity.py.
 
 Builds the tiny released Transformer and SLiCE of make_golden_logits.py (same `CASES`, dropout
 off), sets every parameter to `param_value` of its chessjax name, and runs STEPS optimizer steps
