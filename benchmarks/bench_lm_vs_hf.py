@@ -6,7 +6,7 @@ same configuration and batch, side by side on this CPU.
 
 The peer (`torch` and `transformers`, installed outside this project's dependencies, e.g.
 `python -m venv /tmp/hf && /tmp/hf/bin/pip install torch transformers`) runs in its own process.
-Each case is a GPT-2 size of `chessjax.models.registry.GPT2_SIZES` (vocabulary 77, 512 positions,
+Each case is a GPT-2 size of `chessjax.models.gpt2.SIZES` (vocabulary 77, 512 positions,
 dropout 0.1, LayerNorm eps 1e-5, tanh GELU, tied head) and a batch `BxT` of random token ids
 without padding. One step, both sides:
 
@@ -111,13 +111,13 @@ def main(argv=None) -> int:
   ap.add_argument("--reps", type=int, default=2)
   args = ap.parse_args(argv)
   sys.path.insert(0, str(REPO))
-  from chessjax.models.registry import GPT2_SIZES
+  from chessjax.models import gpt2
 
   rows = []
   for case in args.cases.split(","):
     size, shape = case.split(":")
     b, t = (int(x) for x in shape.split("x"))
-    d, layers, heads = GPT2_SIZES[size]
+    d, layers, heads = gpt2.SIZES[size]
     runs = {"peer": [], "chessjax": []}
     for rep in range(args.reps):
       for side in ("peer", "chessjax") if rep % 2 == 0 else ("chessjax", "peer"):

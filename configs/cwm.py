@@ -5,47 +5,71 @@ r"""Chess-World-Model: one cell of the paper's grid with its final hyperparamete
         --workdir=runs/slice_d256 --config.data.train=data/lichess_2025-03 \
         --config.optim.lr=3e-4
 
-`arg` is `key=value` pairs separated by commas: `family` (any of `chessjax.models.FAMILIES`),
-`size` (d128 | d256 | d384 | d512), `smoke` (True: a tiny model and a few steps on a CPU),
-`model.KEY=VALUE` (any key of the family's model config, e.g. `model.mixer_impl=chunked`).
-Ablation families take their main family's hyperparameters. Expected result of the full recipe:
-Walker & Lyons, Table 8 (e.g. slice d256: 96.57% ExactState on the real test split).
+`arg` is `key=value` pairs separated by commas: `family` (a built-in family of
+`chessjax.models.FAMILIES` or a dotted module path, `family=my_lab.my_mixer`: see
+`chessjax.models.registry.FamilyModule`), `size` (one of the family's sizes; d128 | d256 | d384 |
+d512 for the grid), `smoke` (True: a tiny model and a few steps on a CPU), `model.KEY=VALUE` (any
+key of the family's model config, e.g. `model.mixer_impl=chunked`).
+
+Hyperparameters: the family's row of the paper's Table 7 (`FINAL`). Ablation families take their
+main family's row (`MAIN_FAMILY`); a family module may name the Table 7 family it trains like
+(`RECIPE = "slice"`); any other family gets the Transformer's row at its size, the tuned recipe of
+the baseline every new model is compared against, which favours no recurrent family (a fair
+comparison runs the stage-1 sweep for it: `python -m launch.sweep`). A size outside Table 7's
+columns (a family's own size names) takes the d128 column; `--config.optim.lr`, `warmup_steps`,
+`b2`, `weight_decay` and `floor` override any of it. Expected result of the full recipe: Walker &
+Lyons, Table 8 (e.g. slice d256: 96.57% ExactState on the real test split).
 """
+
+import dataclasses
+from typing import NamedTuple
 
 import ml_collections
 
-from chessjax.models import FAMILIES, SIZES
+from chessjax.models import family_module, model_config
 from configs import common
 
 STEPS_4_EPOCHS = 310_944
 
-# (lr, warmup, beta2, weight decay, cosine floor) per main family and size: Walker & Lyons, Table 7.
+
+class Recipe(NamedTuple):
+  """One cell of Table 7: the stage-2 hyperparameters of a family at a size."""
+
+  lr: float
+  warmup_steps: int
+  b2: float
+  weight_decay: float
+  floor: float  # final learning rate of the cosine decay, as a fraction of lr
+
+
+# Walker & Lyons, Table 7, per main family and size.
 FINAL = {
   "transformer": {
-    "d128": (3e-3, 5000, 0.95, 0.0, 0.1),
-    "d256": (3e-3, 5000, 0.95, 1e-3, 0.01),
-    "d384": (3e-3, 5000, 0.999, 1e-3, 0.01),
-    "d512": (1e-3, 5000, 0.95, 0.0, 0.1),
+    "d128": Recipe(3e-3, 5000, 0.95, 0.0, 0.1),
+    "d256": Recipe(3e-3, 5000, 0.95, 1e-3, 0.01),
+    "d384": Recipe(3e-3, 5000, 0.999, 1e-3, 0.01),
+    "d512": Recipe(1e-3, 5000, 0.95, 0.0, 0.1),
   },
   "slice": {
-    "d128": (1e-3, 20000, 0.999, 1e-2, 0.1),
-    "d256": (3e-3, 10000, 0.99, 1e-3, 0.01),
-    "d384": (1e-3, 5000, 0.95, 1e-3, 0.1),
-    "d512": (3e-4, 5000, 0.99, 1e-3, 0.01),
+    "d128": Recipe(1e-3, 20000, 0.999, 1e-2, 0.1),
+    "d256": Recipe(3e-3, 10000, 0.99, 1e-3, 0.01),
+    "d384": Recipe(1e-3, 5000, 0.95, 1e-3, 0.1),
+    "d512": Recipe(3e-4, 5000, 0.99, 1e-3, 0.01),
   },
   "mamba3": {
-    "d128": (3e-3, 10000, 0.95, 0.0, 0.01),
-    "d256": (3e-3, 5000, 0.999, 0.0, 0.1),
-    "d384": (1e-3, 5000, 0.95, 1e-2, 0.01),
-    "d512": (3e-3, 5000, 0.95, 1e-3, 0.1),
+    "d128": Recipe(3e-3, 10000, 0.95, 0.0, 0.01),
+    "d256": Recipe(3e-3, 5000, 0.999, 0.0, 0.1),
+    "d384": Recipe(1e-3, 5000, 0.95, 1e-2, 0.01),
+    "d512": Recipe(3e-3, 5000, 0.95, 1e-3, 0.1),
   },
   "gated_deltanet": {
-    "d128": (1e-3, 10000, 0.99, 0.0, 0.01),
-    "d256": (3e-3, 20000, 0.99, 0.0, 0.01),
-    "d384": (1e-3, 5000, 0.95, 0.0, 0.1),
-    "d512": (1e-3, 10000, 0.95, 0.0, 0.1),
+    "d128": Recipe(1e-3, 10000, 0.99, 0.0, 0.01),
+    "d256": Recipe(3e-3, 20000, 0.99, 0.0, 0.01),
+    "d384": Recipe(1e-3, 5000, 0.95, 0.0, 0.1),
+    "d512": Recipe(1e-3, 10000, 0.95, 0.0, 0.1),
   },
 }
+DEFAULT_RECIPE_FAMILY = "transformer"
 BFLOAT16_FAMILIES = ("mamba3", "mamba3_mimo")
 MAIN_FAMILY = {
   "transformer": "transformer",
@@ -59,13 +83,30 @@ MAIN_FAMILY = {
 }
 
 
+def recipe_family(family: str) -> str:
+  """The Table 7 family whose hyperparameters `family` trains with (module docstring)."""
+  if family in MAIN_FAMILY:
+    return MAIN_FAMILY[family]
+  named = getattr(family_module(family), "RECIPE", DEFAULT_RECIPE_FAMILY)
+  if named not in FINAL:
+    raise ValueError(f"{family}.RECIPE = {named!r} is not a Table 7 family {sorted(FINAL)}")
+  return named
+
+
+def recipe(family: str, size: str) -> Recipe:
+  """Table 7's cell for `family` at `size`; the d128 cell for a size outside its columns."""
+  row = FINAL[recipe_family(family)]
+  return row.get(size, row["d128"])
+
+
 def parse_arg(arg: str | None) -> dict:
   defaults = {"family": "slice", "size": "d128", "smoke": False, common.MODEL_PREFIX: {}}
   out = common.parse_arg(arg, defaults, {"smoke": common.boolean})
-  if out["family"] not in FAMILIES:
-    raise ValueError(f"unknown family {out['family']!r}; expected one of {sorted(FAMILIES)}")
-  if out["size"] not in SIZES:
-    raise ValueError(f"unknown size {out['size']!r}; expected one of {sorted(SIZES)}")
+  sizes = family_module(out["family"]).SIZES  # Unknown families raise here, with the valid ones.
+  if out["size"] not in sizes:
+    raise ValueError(
+      f"unknown size {out['size']!r} for {out['family']}; expected one of {sorted(sizes)}"
+    )
   out[common.MODEL_PREFIX] = common.model_overrides(
     out["family"], out["size"], out[common.MODEL_PREFIX]
   )
@@ -74,7 +115,7 @@ def parse_arg(arg: str | None) -> dict:
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg)
-  lr, warmup, b2, wd, floor = FINAL[MAIN_FAMILY[a["family"]]][a["size"]]
+  lr, warmup, b2, wd, floor = recipe(a["family"], a["size"])
   c = ml_collections.ConfigDict()
   c.task = "world_model"  # chessjax.world_model.task
   c.family, c.size, c.seed = a["family"], a["size"], 0
@@ -82,7 +123,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model = ml_collections.ConfigDict()
   # Mamba-3 trains under bfloat16 autocast, every other family (the Mamba-2 ablation included) in
   # float32: Walker & Lyons, appendix B.2, and the released code (autocast only for mamba-3).
-  c.model.dtype = "bfloat16" if a["family"] in BFLOAT16_FAMILIES else "float32"
+  if "dtype" in _fields(a["family"], a["size"]):
+    c.model.dtype = "bfloat16" if a["family"] in BFLOAT16_FAMILIES else "float32"
 
   c.data = ml_collections.ConfigDict()
   c.data.train = ""  # A prepared dataset directory (data_prep.process_pgn).
@@ -113,7 +155,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.progress_seconds = 10.0  # A progress line at least this often between log lines.
 
   if a["smoke"]:
-    c.model.dtype = "float32"
+    if "dtype" in c.model:
+      c.model.dtype = "float32"
     c.data.batch_size = 8
     c.data.max_len = 128
     c.data.bucket_lengths = (64, 128)
@@ -126,3 +169,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.train.checkpoint_every = 10
   c.model.update(a[common.MODEL_PREFIX])  # The arg's model.KEY=VALUE items, last.
   return c
+
+
+def _fields(family: str, size: str) -> set[str]:
+  return {f.name for f in dataclasses.fields(model_config(family, size))}

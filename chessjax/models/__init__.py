@@ -11,11 +11,13 @@
     lm = create_model("slice", "d128", head="tokens", vocab_size=77, tie_embeddings=True)
     lm(tokens_BT)                                                # float32[B, T, 77]
 
-A model is `heads.Model(backbone, head)`: the family's `Backbone` (embedding, dropout, residual
-blocks, optional final norm; `chessjax.models.transformer`, `slice`, `gated_deltanet`, `mamba`)
-and a `heads.StateHead` or `heads.TokenHead`. Inputs are right-padded token ids int32[B, T]
-(for moves, PAD = `encoding.PAD_ID`); dropout is active only when `train=True`. Sizes, families,
-configs and the builders live in `chessjax.models.registry` and are re-exported here.
+A model is `heads.Model(backbone, head)`: the family's backbone (`stack.Stack`: embedding,
+dropout, residual blocks, optional final norm, built by the family module's `build_backbone`;
+`chessjax.models.transformer`, `slice`, `gated_deltanet`, `mamba`, `gpt2`, or any module that
+is a `registry.FamilyModule`) and a `heads.StateHead` or `heads.TokenHead`. Inputs are
+right-padded token ids int32[B, T] (for moves, PAD = `encoding.PAD_ID`); dropout is active only
+when `train=True`. Sizes, families, configs and the builders live in `chessjax.models.registry`
+and are re-exported here.
 """
 
 from chessjax.models.registry import (  # noqa: F401 (the package's public names)
@@ -23,19 +25,27 @@ from chessjax.models.registry import (  # noqa: F401 (the package's public names
   HEADS,
   LM_FAMILIES,
   SIZES,
+  FamilyModule,
   abstract_model,
   count_params,
   create_model,
+  family_module,
   family_sizes,
   model_config,
+  streams,
 )
 
 __all__ = [
   "FAMILIES",
   "HEADS",
+  "LM_FAMILIES",
   "SIZES",
+  "FamilyModule",
   "abstract_model",
   "count_params",
   "create_model",
+  "family_module",
+  "family_sizes",
   "model_config",
+  "streams",
 ]

@@ -18,8 +18,9 @@ GDN per head (q, k: K values; v, o: V values; x the normalised input):
     o_t    = S_t q_t / sqrt(K)
     out    = W_o(RMSNorm_V(o) * w * silu(W_g x))            (w: V values shared by heads)
 
-The recurrence itself is `chessjax.ops.delta_rule.gated_delta_rule` (chunked WY/UT form for
-`mixer_impl="fast"`, a scan over steps for `"sequential"`). Inits as the reference's
+The recurrence itself is `chessjax.ops.delta_rule.gated_delta_rule`; `mixer_impl` is the one
+switch of `chessjax.ops.impl` ("auto": the chunked WY/UT form on every backend; "sequential": the
+scan over steps). Inits as the reference's
 `_init_weights`: every Linear, Conv and the embedding N(0, 0.02), head N(0, 0.02) with bias 0,
 RMSNorm weights 1, A_log = log U(0, 16), dt_bias = softplus^-1(dt) with
 dt = exp(U(log 1e-3, log 1e-1)) clamped >= 1e-4 (`layers.inverse_softplus_dt_init`).
@@ -45,11 +46,12 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chessjax.models import layers
-from chessjax.models.registry import SIZES
-from chessjax.ops import delta_rule
+from chessjax.models.sizes import SIZES
+from chessjax.models.stack import Stack
+from chessjax.ops import delta_rule, impl
 
 FAMILIES = ("gated_deltanet", "gated_deltanet_pos")
-MIXER_IMPLS = {"fast": "chunked", "sequential": "sequential"}
+STREAMING = True
 DTYPES = layers.DTYPES
 
 
@@ -68,14 +70,13 @@ class GatedDeltaNetConfig:
   norm_eps: float = 1e-6
   qk_norm_eps: float = 1e-6
   init_std: float = 0.02
-  mixer_impl: str = "fast"  # "fast" (chunked) | "sequential" (reference scan)
+  mixer_impl: str = "auto"  # `chessjax.ops.impl.Impl` of the delta rule
   chunk_size: int = 64
   dtype: str = "float32"  # matmul dtype of the block Linears: "float32" | "bfloat16"
   dropout: float = 0.0  # accepted for uniformity with other families; the reference has none
 
   def __post_init__(self):
-    if self.mixer_impl not in MIXER_IMPLS:
-      raise ValueError(f"mixer_impl must be one of {sorted(MIXER_IMPLS)}, got {self.mixer_impl!r}")
+    impl.parse(self.mixer_impl, "delta_rule")
     if self.dtype not in DTYPES:
       raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
     if self.dropout != 0.0:
@@ -193,7 +194,13 @@ class GatedDeltaNetMixer(nnx.Module):
     q, k, v = self._heads(q, k, v)
     beta, g = self._gates(x_BTD)
     o, _ = delta_rule.gated_delta_rule(
-      q, k, v, g, beta, impl=MIXER_IMPLS[self.cfg.mixer_impl], chunk_size=self.cfg.chunk_size
+      q,
+      k,
+      v,
+      g,
+      beta,
+      impl=impl.resolve(self.cfg.mixer_impl, "delta_rule"),
+      chunk_size=self.cfg.chunk_size,
     )
     return self._output(x_BTD, o)
 
@@ -253,34 +260,9 @@ def head_options(cfg: GatedDeltaNetConfig) -> dict:
   }
 
 
-class Backbone(nnx.Module):
-  """Embedding -> Gated DeltaNet blocks -> RMSNorm: int32[B, T] -> float32[B, T, D]."""
-
-  def __init__(self, cfg: GatedDeltaNetConfig, *, vocab_size: int, rngs: nnx.Rngs):
-    self.cfg = cfg
-    self.embed = layers.embedding(vocab_size, cfg.d, rngs=rngs, stddev=cfg.init_std)
-    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
-    self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-
-  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
-    """h float32[B, T, D] after the final norm, or (h, layers + 1 residual streams)."""
-    del train  # no dropout in this family
-    h = self.embed(tokens_BT).astype(jnp.float32)
-    hiddens = [h]
-    for blk in self.blocks:
-      h = blk(h)
-      hiddens.append(h)
-    return (self.norm(h), hiddens) if return_hiddens else self.norm(h)
-
-  def init_state(self, batch: int):
-    """Streaming state before the first token: one dict per layer (see `step`)."""
-    return [blk.init_state(batch) for blk in self.blocks]
-
-  def step(self, state, tokens_B):
-    """Consumes one token per sequence; returns (new state, h float32[B, D])."""
-    h = self.embed(tokens_B).astype(jnp.float32)
-    new_state = []
-    for blk, s in zip(self.blocks, state, strict=True):
-      s, h = blk.step(s, h)
-      new_state.append(s)
-    return new_state, self.norm(h)
+def build_backbone(cfg: GatedDeltaNetConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:
+  """Embedding (N(0, init_std^2)) -> Gated DeltaNet blocks -> RMSNorm; no dropout. Streams."""
+  embed = layers.embedding(vocab_size, cfg.d, rngs=rngs, stddev=cfg.init_std)
+  blocks = [block(cfg, rngs=rngs) for _ in range(cfg.layers)]
+  norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  return Stack(cfg, embed=embed, blocks=blocks, norm=norm)

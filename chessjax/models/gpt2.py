@@ -36,10 +36,21 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chessjax.models import layers
-from chessjax.models.registry import GPT2_SIZES
+from chessjax.models.stack import Stack
 
 DTYPES = layers.DTYPES
 FAMILIES = {"gpt2": None, "gpt2_w50": 50}  # family -> attention window (None: full causal)
+STREAMING = False  # learned absolute positions and attention; no KV cache
+# (d, layers, heads). small / intermediate / medium: Toshniwal et al., Table 9 (GPT2-small is
+# Hugging Face's `gpt2`); tiny, micro and mini: CPU sizes of this codebase.
+SIZES = {
+  "tiny": (64, 2, 2),
+  "micro": (128, 4, 4),
+  "mini": (256, 4, 4),
+  "small": (768, 12, 12),
+  "intermediate": (768, 16, 12),
+  "medium": (1024, 24, 16),
+}
 MASK_VALUE = -1e4  # HF GPT-2's `masked_bias`: replaces (not added to) masked attention logits
 
 
@@ -77,10 +88,10 @@ class GPT2Config:
 
 
 def base_config(family: str, size: str) -> GPT2Config:
-  """GPT-2 at `size` (`registry.GPT2_SIZES`); `gpt2_w50` attends to the last 50 tokens."""
+  """GPT-2 at `size` (`SIZES`); `gpt2_w50` attends to the last 50 tokens."""
   if family not in FAMILIES:
     raise ValueError(f"{family!r} is not a GPT-2 family {sorted(FAMILIES)}")
-  d, n_layers, heads = GPT2_SIZES[size]
+  d, n_layers, heads = SIZES[size]
   return GPT2Config(d=d, layers=n_layers, heads=heads, window=FAMILIES[family])
 
 
@@ -198,40 +209,15 @@ def head_options(cfg: GPT2Config) -> dict:
   }
 
 
-class Backbone(nnx.Module):
-  """wte + wpe -> dropout -> GPT-2 blocks -> LN_f: token ids int32[B, T] -> h float32[B, T, D].
-
-  `embed` is wte (the tied head's matrix), `pos_embed` is wpe. Positions are 0..T-1, T at most
-  `n_positions` (longer sequences raise). No streaming step (no KV cache): `init_state` raises.
-  """
-
-  def __init__(self, cfg: GPT2Config, *, vocab_size: int, rngs: nnx.Rngs):
-    self.cfg = cfg
-    self.embed = layers.embedding(vocab_size, cfg.d, rngs=rngs, stddev=cfg.init_std)  # wte
-    self.pos_embed = layers.embedding(cfg.n_positions, cfg.d, rngs=rngs, stddev=cfg.init_std)
-    self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
-    self.norm = _layer_norm(cfg, rngs=rngs)  # ln_f
-
-  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
-    """h float32[B, T, D] after LN_f, or (h, the layers + 1 residual-stream arrays before LN_f)."""
-    t = tokens_BT.shape[1]
-    if t > self.cfg.n_positions:
-      raise ValueError(
-        f"GPT-2 has {self.cfg.n_positions} learned positions (n_positions) but got a sequence "
-        f"of {t} tokens; shorten it or build the model with a larger n_positions"
-      )
-    h = self.embed(tokens_BT) + self.pos_embed.embedding[:t][None]
-    h = self.embed_drop(h.astype(jnp.float32), deterministic=not train)
-    hiddens = [h]
-    for blk in self.blocks:
-      h = blk(h, train=train)
-      hiddens.append(h)
-    out = self.norm(h)
-    return (out, hiddens) if return_hiddens else out
-
-  def init_state(self, batch: int):
-    raise NotImplementedError("GPT-2 has no streaming step (no KV cache); run the full forward")
-
-  def step(self, state, tokens_B):
-    raise NotImplementedError("GPT-2 has no streaming step (no KV cache); run the full forward")
+def build_backbone(cfg: GPT2Config, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:
+  """wte + wpe -> dropout -> GPT-2 blocks -> LN_f. `embed` is wte (the tied head's matrix),
+  `pos_embed` is wpe: positions 0..T-1, T at most `n_positions` (longer sequences raise). No
+  streaming step (no KV cache)."""
+  embed = layers.embedding(vocab_size, cfg.d, rngs=rngs, stddev=cfg.init_std)  # wte
+  pos_embed = layers.embedding(cfg.n_positions, cfg.d, rngs=rngs, stddev=cfg.init_std)  # wpe
+  embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+  blocks = [block(cfg, rngs=rngs) for _ in range(cfg.layers)]
+  norm = _layer_norm(cfg, rngs=rngs)  # ln_f
+  return Stack(
+    cfg, embed=embed, blocks=blocks, norm=norm, embed_drop=embed_drop, pos_embed=pos_embed
+  )

@@ -35,8 +35,17 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chessjax.models import layers
-from chessjax.models.registry import LSTM_SIZES
 
+FAMILIES = ("lstm",)
+STREAMING = True
+# (embedding, hidden, layers). S / M / L: Toshniwal et al., Table 12 (3 layers for Train-S, 4 for
+# Train-M and Train-L); tiny: a CPU size of this codebase.
+SIZES = {
+  "tiny": (32, 64, 2),
+  "S": (768, 1024, 3),
+  "M": (768, 1024, 4),
+  "L": (768, 1024, 4),
+}
 DTYPES = layers.DTYPES
 
 
@@ -66,10 +75,10 @@ class LSTMConfig:
 
 
 def base_config(family: str, size: str) -> LSTMConfig:
-  """The LSTM at `size` (`registry.LSTM_SIZES`)."""
-  if family != "lstm":
+  """The LSTM at `size` (`SIZES`)."""
+  if family not in FAMILIES:
     raise ValueError(f"{family!r} is not the lstm family")
-  embed, hidden, n_layers = LSTM_SIZES[size]
+  embed, hidden, n_layers = SIZES[size]
   return LSTMConfig(embed=embed, hidden=hidden, layers=n_layers)
 
 
@@ -174,3 +183,9 @@ class Backbone(nnx.Module):
       new_state.append(carry)
       x = carry[0]
     return tuple(new_state), x
+
+
+def build_backbone(cfg: LSTMConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Backbone:
+  """The LSTM keeps a loop of its own: it is not a residual stack (no residual stream, dropout
+  between layers instead of on residual branches), so `chessjax.models.stack` does not fit it."""
+  return Backbone(cfg, vocab_size=vocab_size, rngs=rngs)

@@ -49,11 +49,13 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chessjax.models import layers
-from chessjax.models.registry import SIZES
-from chessjax.ops import ssd
+from chessjax.models.sizes import SIZES
+from chessjax.models.stack import Stack
+from chessjax.ops import impl, ssd
 
+FAMILIES = ("mamba2", "mamba3", "mamba3_mimo")
+STREAMING = True
 VERSIONS = ("mamba2", "mamba3")
-MIXER_IMPLS = {"fast": "chunked", "sequential": "sequential"}
 DTYPES = layers.DTYPES
 
 
@@ -73,7 +75,7 @@ class MambaConfig:
   mlp_hidden: int = 0  # 0 means 4 d
   mimo_rank: int = 1  # Mamba-3 only; 1 = SISO
   rope_fraction: float = 0.5  # Mamba-3: fraction of the state dims that rotate
-  mixer_impl: str = "fast"  # "fast" (chunked SSD) | "sequential" (lax.scan reference)
+  mixer_impl: str = "auto"  # `chessjax.ops.impl.Impl` of the SSD
   chunk_size: int = 64  # pure performance choice
   dropout: float = 0.1
   norm_eps: float = 1e-5
@@ -87,10 +89,7 @@ class MambaConfig:
   def __post_init__(self):
     if self.version not in VERSIONS:
       raise ValueError(f"unknown Mamba version {self.version!r}; expected one of {VERSIONS}")
-    if self.mixer_impl not in MIXER_IMPLS:
-      raise ValueError(
-        f"unknown mixer_impl {self.mixer_impl!r}; expected one of {list(MIXER_IMPLS)}"
-      )
+    impl.parse(self.mixer_impl, "ssd")
     if self.dtype not in DTYPES:
       raise ValueError(f"unknown dtype {self.dtype!r}; expected one of {list(DTYPES)}")
     if self.heads * self.head_dim != self.expand * self.d:
@@ -123,7 +122,7 @@ class MambaConfig:
 
 def base_config(family: str, size: str) -> MambaConfig:
   """The released configuration of `mamba2`, `mamba3` (SISO) or `mamba3_mimo` (rank 4) at a size."""
-  if family not in ("mamba2", "mamba3", "mamba3_mimo"):
+  if family not in FAMILIES:
     raise ValueError(f"{family!r} is not a Mamba family")
   d, num_layers, _ = SIZES[size]
   rank = 4 if family == "mamba3_mimo" else 1
@@ -237,7 +236,8 @@ class Mamba2Mixer(nnx.Module):
     conv = sum(xpad[:, i : i + t] * w[i] for i in range(cfg.d_conv)) + self.conv_bias[...]
     xbc = jax.nn.silu(conv).astype(xbc.dtype)
     x, dt, A, B, C = self._ssm_inputs(xbc, dt_raw)
-    y, _ = ssd.ssd(x, dt, A, B, C, impl=MIXER_IMPLS[cfg.mixer_impl], chunk_size=cfg.chunk_size)
+    how = impl.resolve(cfg.mixer_impl, "ssd")
+    y, _ = ssd.ssd(x, dt, A, B, C, impl=how, chunk_size=cfg.chunk_size)
     return self._output(y, x, z)
 
   def init_state(self, batch: int):
@@ -331,13 +331,13 @@ class Mamba3Mixer(nnx.Module):
 
   def __call__(self, u_BTD):
     cfg = self.cfg
-    impl = MIXER_IMPLS[cfg.mixer_impl]
+    how = impl.resolve(cfg.mixer_impl, "ssd")
     cdt = DTYPES[cfg.dtype]
     v, z, dt, A, lam, B, C, angles = self._inputs(u_BTD)
-    theta = ssd.rotary_theta(angles, dt, impl=impl)[:, :, None]  # [B, T, 1, H, S]
+    theta = ssd.rotary_theta(angles, dt, impl=how)[:, :, None]  # [B, T, 1, H, S]
     k = ssd.rotate_pairs(B, theta).astype(cdt)
     q = ssd.rotate_pairs(C, theta).astype(cdt)
-    y, _ = ssd.trapezoid_ssd(v, dt, A, lam, k, q, impl=impl, chunk_size=cfg.chunk_size)
+    y, _ = ssd.trapezoid_ssd(v, dt, A, lam, k, q, impl=how, chunk_size=cfg.chunk_size)
     return self._output(y, v, z)
 
   def init_state(self, batch: int):
@@ -374,40 +374,10 @@ def head_options(cfg: MambaConfig) -> dict:
   return {"bias_init": nnx.initializers.zeros_init(), "dtype": DTYPES[cfg.dtype]}
 
 
-class Backbone(nnx.Module):
-  """Mamba-2 / Mamba-3 backbone: token ids int32[B, T] -> h float32[B, T, D] (after final norm)."""
-
-  def __init__(self, cfg: MambaConfig, *, vocab_size: int, rngs: nnx.Rngs):
-    self.cfg = cfg
-    self.embed = nnx.Embed(
-      vocab_size, cfg.d, embedding_init=nnx.initializers.normal(0.02), rngs=rngs
-    )
-    self.dropout = nnx.Dropout(cfg.dropout, rngs=rngs)
-    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
-    self.final_norm = RMSNorm(cfg.d, cfg.norm_eps)
-
-  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
-    """h float32[B, T, D] after the final norm, or (h, layers + 1 residual streams)."""
-    r = self.dropout(self.embed(tokens_BT).astype(jnp.float32), deterministic=not train)
-    hiddens = [r]
-    for blk in self.blocks:
-      r = blk(r)
-      hiddens.append(r)
-    out = self.final_norm(r)
-    return (out, hiddens) if return_hiddens else out
-
-  def init_state(self, batch: int):
-    """Streaming state before the first token: one entry per layer."""
-    return tuple(blk.init_state(batch) for blk in self.blocks)
-
-  def step(self, state, tokens_B):
-    """Feeds one token per sequence: (state, int32[B]) -> (state, h float32[B, D]).
-
-    Equals the parallel forward (train=False) position by position.
-    """
-    r = self.embed(tokens_B).astype(jnp.float32)
-    new_state = []
-    for blk, s in zip(self.blocks, state, strict=True):
-      s, r = blk.step(s, r)
-      new_state.append(s)
-    return tuple(new_state), self.final_norm(r)
+def build_backbone(cfg: MambaConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:
+  """Embedding (N(0, 0.02)) -> dropout -> Mamba blocks -> RMSNorm (mamba_ssm's norm_f). Streams."""
+  embed = nnx.Embed(vocab_size, cfg.d, embedding_init=nnx.initializers.normal(0.02), rngs=rngs)
+  embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+  blocks = [block(cfg, rngs=rngs) for _ in range(cfg.layers)]
+  norm = RMSNorm(cfg.d, cfg.norm_eps)
+  return Stack(cfg, embed=embed, blocks=blocks, norm=norm, embed_drop=embed_drop)

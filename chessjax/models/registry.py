@@ -1,97 +1,108 @@
-"""Sizes, families and the one way to build a model: a family's backbone plus a head.
+"""Families and the one way to build a model: a family's backbone plus a head.
 
-Each family module (`transformer`, `slice`, `gated_deltanet`, `mamba`, `gpt2`, `lstm`) exposes
-`base_config(family, size)` (the frozen released configuration), `Backbone(cfg, *, vocab_size,
-rngs)` and `head_options(cfg)` (the kernel/bias inits and matmul dtype of its output Linear).
-Family modules import `SIZES` (or their own size table) from here; this module imports them
-lazily (importlib), so there is no import cycle.
+A family lives in one module, a `FamilyModule`: built-in families in the modules of `BUILTIN`
+(under `chessjax.models`), any other by its dotted module path (`family="my_lab.my_mixer"`, the
+module importable from the working directory or an installed package), which then names exactly
+one family, the path itself. Nothing else has to change for a new family to train, evaluate,
+track and report (README, "Put your own model on the benchmark").
 
-Two kinds of family: `FAMILIES`, the Chess-World-Model grid, every one at every size of `SIZES`;
-and `LM_FAMILIES`, the language-model baselines of Toshniwal et al. (Learning Chess Blindfolded,
-AAAI 2022), each with its own sizes (`GPT2_SIZES`, `LSTM_SIZES`). `family_sizes(family)` gives a
-family's size table; `create_model`, `model_config` and `abstract_model` take either kind.
+`FAMILIES` are the built-in families of the Chess-World-Model grid (every one at every size of
+`sizes.SIZES`); `LM_FAMILIES` are the language-model baselines of Toshniwal et al. (Learning
+Chess Blindfolded, AAAI 2022) with size tables of their own. `create_model`, `model_config`,
+`family_sizes` and `abstract_model` take any family.
 """
 
 import dataclasses
 import importlib
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 from flax import nnx
 
 from chessjax import encoding
 from chessjax.models import heads
+from chessjax.models.sizes import SIZES
 
-# (d, layers, heads) per size (Walker & Lyons, Chess-World-Model, appendix B.2).
-SIZES = {"d128": (128, 1, 2), "d256": (256, 2, 4), "d384": (384, 4, 6), "d512": (512, 6, 8)}
 
-# family -> module under chessjax.models that implements it.
-FAMILIES = {
-  "transformer": "transformer",
-  "slice": "slice",
-  "slice_diag": "slice",
-  "gated_deltanet": "gated_deltanet",
-  "gated_deltanet_pos": "gated_deltanet",
-  "mamba2": "mamba",
-  "mamba3": "mamba",
-  "mamba3_mimo": "mamba",
-}
+@runtime_checkable
+class FamilyModule(Protocol):
+  """What a family module provides.
 
-# Language-model families (Toshniwal et al., Learning Chess Blindfolded, section 4 and Table 12),
-# kept apart from FAMILIES because their sizes are their own (and they have no world-model recipe
-# in configs/cwm.py). family -> module under chessjax.models.
-LM_FAMILIES = {"gpt2": "gpt2", "gpt2_w50": "gpt2", "lstm": "lstm"}
+  * `SIZES`: size name -> what `base_config` needs (the world-model grid: `sizes.SIZES`).
+  * `STREAMING`: whether its backbone has `init_state` / `step` (one token at a time, equal to
+    the parallel forward); `chessjax.world_model.track` and the streaming tests ask this.
+  * `base_config(family, size)`: a frozen dataclass with at least `d` (the backbone's output
+    width); its fields are the `model.KEY=VALUE` keys of the configs.
+  * `build_backbone(cfg, *, vocab_size, rngs)`: token ids int32[B, T] -> float32[B, T, d], with
+    `return_hiddens=True` also every layer's residual stream (`stack.Stack` does all of this).
+  Optional: `FAMILIES` (the names a built-in module builds), `head_options(cfg)` (kernel/bias
+  inits and matmul dtype of the output Linear; torch defaults without it) and `RECIPE` (the main
+  family of the paper's Table 7 whose hyperparameters it trains with, `configs/cwm.py`).
+  """
 
-# GPT-2 (d, layers, heads), the order of SIZES. small / intermediate / medium: the paper's Table 9
-# (GPT2-small is Hugging Face's `gpt2`); tiny, micro and mini: CPU sizes of this codebase.
-GPT2_SIZES = {
-  "tiny": (64, 2, 2),
-  "micro": (128, 4, 4),
-  "mini": (256, 4, 4),
-  "small": (768, 12, 12),
-  "intermediate": (768, 16, 12),
-  "medium": (1024, 24, 16),
-}
+  SIZES: Mapping[str, Any]
+  STREAMING: bool
 
-# LSTM (embedding, hidden, layers). S / M / L: the paper's Table 12 (3 layers for Train-S, 4 for
-# Train-M and Train-L); tiny: a CPU size of this codebase.
-LSTM_SIZES = {
-  "tiny": (32, 64, 2),
-  "S": (768, 1024, 3),
-  "M": (768, 1024, 4),
-  "L": (768, 1024, 4),
-}
+  def base_config(self, family: str, size: str) -> Any: ...
 
-_LM_SIZES = {"gpt2": GPT2_SIZES, "gpt2_w50": GPT2_SIZES, "lstm": LSTM_SIZES}
+  def build_backbone(self, cfg: Any, *, vocab_size: int, rngs: nnx.Rngs) -> nnx.Module: ...
+
+
+# Modules under chessjax.models, each building the families it lists in FAMILIES.
+BUILTIN = ("transformer", "slice", "gated_deltanet", "mamba", "gpt2", "lstm")
+_BUILTIN_MODULES = {m: importlib.import_module(f"chessjax.models.{m}") for m in BUILTIN}
+_BUILTIN_FAMILIES = {f: mod for mod in _BUILTIN_MODULES.values() for f in mod.FAMILIES}
+FAMILIES = tuple(f for f, mod in _BUILTIN_FAMILIES.items() if mod.SIZES is SIZES)
+LM_FAMILIES = tuple(f for f, mod in _BUILTIN_FAMILIES.items() if mod.SIZES is not SIZES)
 
 HEADS = ("state", "tokens")
 
 
-def _check_family(family: str) -> str:
-  """The module name of `family` (either kind); unknown families raise."""
-  if family in FAMILIES:
-    return FAMILIES[family]
-  if family in LM_FAMILIES:
-    return LM_FAMILIES[family]
-  known = sorted(FAMILIES) + sorted(LM_FAMILIES)
-  raise ValueError(f"unknown model family {family!r}; expected one of {known}")
+def family_module(family: str) -> FamilyModule:
+  """The module that builds `family`: a built-in name or a dotted module path."""
+  if family in _BUILTIN_FAMILIES:
+    return _BUILTIN_FAMILIES[family]
+  if "." not in family:
+    known = sorted(FAMILIES) + sorted(LM_FAMILIES)
+    raise ValueError(
+      f"unknown model family {family!r}; expected one of {known} or a dotted module path"
+    )
+  try:
+    module = importlib.import_module(family)
+  except ModuleNotFoundError as e:
+    if e.name is not None and family.startswith(e.name):
+      raise ValueError(f"unknown model family {family!r}: no module {family}") from None
+    raise
+  missing = [
+    a for a in ("SIZES", "STREAMING", "base_config", "build_backbone") if not hasattr(module, a)
+  ]
+  if missing:
+    raise ValueError(
+      f"module {family} is not a model family: it lacks {missing} "
+      "(see chessjax.models.registry.FamilyModule)"
+    )
+  return module
 
 
-def _family_module(family: str):
-  return importlib.import_module(f"chessjax.models.{_check_family(family)}")
+def family_sizes(family: str) -> Mapping[str, Any]:
+  """The size table of `family`."""
+  return family_module(family).SIZES
 
 
-def family_sizes(family: str) -> dict:
-  """The size table of `family`: `SIZES` for the world-model families, else the family's own."""
-  _check_family(family)
-  return _LM_SIZES.get(family, SIZES)
+def streams(family: str) -> bool:
+  """Whether `family`'s models have a streaming `init_state` / `step`."""
+  return bool(family_module(family).STREAMING)
 
 
 def model_config(family: str, size: str, **overrides):
   """The frozen config of a family and size, with `overrides` applied (unknown keys raise)."""
-  sizes = family_sizes(family)
-  if size not in sizes:
-    raise ValueError(f"unknown model size {size!r} for {family}; expected one of {list(sizes)}")
-  cfg = _family_module(family).base_config(family, size)
+  module = family_module(family)
+  if size not in module.SIZES:
+    raise ValueError(
+      f"unknown model size {size!r} for {family}; expected one of {list(module.SIZES)}"
+    )
+  cfg = module.base_config(family, size)
   known = {f.name for f in dataclasses.fields(cfg)}
   unknown = sorted(set(overrides) - known)
   if unknown:
@@ -129,11 +140,11 @@ def create_model(
     vocab_size = encoding.MOVE_VOCAB_SIZE
   elif vocab_size is None or vocab_size < 1:
     raise ValueError(f'head="tokens" needs a positive vocab_size, got {vocab_size!r}')
-  module = _family_module(family)
+  module = family_module(family)
   cfg = model_config(family, size, **overrides)
   rngs = nnx.Rngs(seed)
-  backbone = module.Backbone(cfg, vocab_size=vocab_size, rngs=rngs)
-  options = module.head_options(cfg)
+  backbone = module.build_backbone(cfg, vocab_size=vocab_size, rngs=rngs)
+  options = module.head_options(cfg) if hasattr(module, "head_options") else {}
   if head == "state":
     out = heads.StateHead(cfg.d, rngs=rngs, **options)
   else:

@@ -21,12 +21,12 @@ other Linears torch defaults. The recurrence is unbounded by design (diagonal SL
 4e17 out of distribution in the paper): it always runs in float32, and the training loop's
 non-finite guard handles blow-ups.
 
-The recurrence is `chessjax.ops.slice_scan.affine_scan`. `mixer_impl`: "sequential" (a scan over
-steps), "chunked" (the reference's parallel form: associative scan in chunks of `chunk_size`,
-y carried between chunks), "associative" (one associative scan), or "fast" (default): whichever
-of these is fastest on the backend that traces the model, measured: "sequential" on CPU (3-4x
-faster than "chunked" for d128 there), "chunked" on GPU/TPU, where the parallel form is the
-reason it exists. All forms give the same numbers up to rounding.
+The recurrence is `chessjax.ops.slice_scan.affine_scan`. `mixer_impl` is the one switch of
+`chessjax.ops.impl`: "sequential" (a scan over steps), "chunked" (the reference's parallel form:
+associative scan in chunks of `chunk_size`, y carried between chunks), "associative" (one
+associative scan), or "auto" (default): "sequential" on CPU (3-4x faster than "chunked" for d128
+there), "chunked" on GPU/TPU, where the parallel form is the reason it exists. All forms give the
+same numbers up to rounding.
 
 `dtype="bfloat16"` runs the Linear matmuls (W_A, W_B, MLP, head) in bfloat16; the embedding,
 norms, residual stream and the recurrent state stay float32.
@@ -43,11 +43,12 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chessjax.models import layers
-from chessjax.models.registry import SIZES
-from chessjax.ops import slice_scan
+from chessjax.models.sizes import SIZES
+from chessjax.models.stack import Stack
+from chessjax.ops import impl, slice_scan
 
 FAMILIES = {"slice": 8, "slice_diag": 1}  # family -> block size
-MIXER_IMPLS = ("fast", "sequential", "chunked", "associative")
+STREAMING = True
 DTYPES = layers.DTYPES
 
 
@@ -65,13 +66,12 @@ class SLiCEConfig:
   init_std: float = 0.1  # W_B and y_0 std; W_A uses init_std / sqrt(block_size)
   input_scale: float = 0.1  # s in u_t = s [1, dx_t]
   final_norm: bool = False  # the release has none (slice_final_norm=False)
-  mixer_impl: str = "fast"  # "fast" | "sequential" | "chunked" | "associative"
+  mixer_impl: str = "auto"  # `chessjax.ops.impl.Impl` of the affine scan
   chunk_size: int = slice_scan.DEFAULT_CHUNK_SIZE
   dtype: str = "float32"  # matmul dtype: "float32" | "bfloat16"
 
   def __post_init__(self):
-    if self.mixer_impl not in MIXER_IMPLS:
-      raise ValueError(f"mixer_impl must be one of {MIXER_IMPLS}, got {self.mixer_impl!r}")
+    impl.parse(self.mixer_impl, "affine_scan")
     if self.dtype not in DTYPES:
       raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
     if self.block_size < 1 or self.d % self.block_size:
@@ -88,13 +88,6 @@ def base_config(family: str, size: str) -> SLiCEConfig:
     raise ValueError(f"{family!r} is not a SLiCE family {sorted(FAMILIES)}")
   d, n_layers, heads = SIZES[size]
   return SLiCEConfig(d=d, layers=n_layers, heads=heads, block_size=FAMILIES[family])
-
-
-def resolve_impl(mixer_impl: str) -> str:
-  """The `affine_scan` impl that `mixer_impl` stands for on the current default backend."""
-  if mixer_impl == "fast":
-    return "sequential" if jax.default_backend() == "cpu" else "chunked"
-  return mixer_impl
 
 
 class SLiCEMixer(nnx.Module):
@@ -133,7 +126,7 @@ class SLiCEMixer(nnx.Module):
       a,
       c,
       self.y0[...],
-      impl=resolve_impl(self.cfg.mixer_impl),
+      impl=impl.resolve(self.cfg.mixer_impl, "affine_scan"),
       chunk_size=self.cfg.chunk_size,
       time_major=True,
     )
@@ -187,37 +180,12 @@ def head_options(cfg: SLiCEConfig) -> dict:
   return {"dtype": DTYPES[cfg.dtype]}
 
 
-class Backbone(nnx.Module):
-  """Embedding -> dropout -> SLiCE blocks -> (optional RMSNorm): int32[B, T] -> float32[B, T, D]."""
-
-  def __init__(self, cfg: SLiCEConfig, *, vocab_size: int, rngs: nnx.Rngs):
-    self.cfg = cfg
-    self.embed = layers.embedding(vocab_size, cfg.d, rngs=rngs)  # torch nn.Embedding: N(0, 1)
-    self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
-    self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs) if cfg.final_norm else None
-
-  def _out(self, h):
-    return h if self.norm is None else self.norm(h)
-
-  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
-    """h float32[B, T, D] (after the final norm if any), or (h, layers + 1 residual streams)."""
-    h = self.embed_drop(self.embed(tokens_BT), deterministic=not train)
-    hiddens = [h]
-    for blk in self.blocks:
-      h = blk(h, train=train)
-      hiddens.append(h)
-    return (self._out(h), hiddens) if return_hiddens else self._out(h)
-
-  def init_state(self, batch: int):
-    """Streaming state before the first token: one dict per layer (see `step`)."""
-    return [blk.init_state(batch) for blk in self.blocks]
-
-  def step(self, state, tokens_B):
-    """Consumes one token per sequence; returns (new state, h float32[B, D]) (no dropout)."""
-    h = self.embed(tokens_B)
-    new_state = []
-    for blk, s in zip(self.blocks, state, strict=True):
-      s, h = blk.step(s, h)
-      new_state.append(s)
-    return new_state, self._out(h)
+def build_backbone(cfg: SLiCEConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:
+  """Embedding (N(0, 1), torch default) -> dropout -> SLiCE blocks -> RMSNorm only if
+  `final_norm` (the release has none). Streams: per layer, the previous normalised input x_{t-1}
+  and the state y_{t-1}."""
+  embed = layers.embedding(vocab_size, cfg.d, rngs=rngs)
+  embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+  blocks = [block(cfg, rngs=rngs) for _ in range(cfg.layers)]
+  norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs) if cfg.final_norm else None
+  return Stack(cfg, embed=embed, blocks=blocks, norm=norm, embed_drop=embed_drop)

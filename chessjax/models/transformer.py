@@ -34,8 +34,11 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chessjax.models import layers
-from chessjax.models.registry import SIZES
+from chessjax.models.sizes import SIZES
+from chessjax.models.stack import Stack
 
+FAMILIES = ("transformer",)
+STREAMING = False  # attention over the whole prefix; no KV cache
 ROPES = ("reference", "standard")
 DTYPES = layers.DTYPES
 
@@ -71,7 +74,7 @@ class TransformerConfig:
 
 def base_config(family: str, size: str) -> TransformerConfig:
   """The released configuration of the Transformer at `size`."""
-  if family != "transformer":
+  if family not in FAMILIES:
     raise ValueError(f"{family!r} is not the transformer family")
   d, n_layers, heads = SIZES[size]
   return TransformerConfig(d=d, layers=n_layers, heads=heads)
@@ -171,25 +174,11 @@ def head_options(cfg: TransformerConfig) -> dict:
   return {"dtype": DTYPES[cfg.dtype]}
 
 
-class Backbone(nnx.Module):
-  """Embedding -> dropout -> decoder blocks -> RMSNorm: token ids int32[B, T] -> h float32[B, T, D].
-
-  No streaming `step` (the released model is evaluated on whole games; a KV cache is not needed).
-  """
-
-  def __init__(self, cfg: TransformerConfig, *, vocab_size: int, rngs: nnx.Rngs):
-    self.cfg = cfg
-    self.embed = layers.embedding(vocab_size, cfg.d, rngs=rngs)  # torch nn.Embedding: N(0, 1)
-    self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-    self.blocks = nnx.List([block(cfg, rngs=rngs) for _ in range(cfg.layers)])
-    self.norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
-
-  def __call__(self, tokens_BT, *, train: bool = False, return_hiddens: bool = False):
-    """h float32[B, T, D] after the final norm, or (h, the layers + 1 residual-stream arrays)."""
-    h = self.embed_drop(self.embed(tokens_BT), deterministic=not train)
-    hiddens = [h]
-    for blk in self.blocks:
-      h = blk(h, train=train)
-      hiddens.append(h)
-    out = self.norm(h)
-    return (out, hiddens) if return_hiddens else out
+def build_backbone(cfg: TransformerConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:
+  """Embedding (N(0, 1), torch default) -> dropout -> decoder blocks -> RMSNorm. No streaming step
+  (the released model is evaluated on whole games; no KV cache)."""
+  embed = layers.embedding(vocab_size, cfg.d, rngs=rngs)
+  embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
+  blocks = [block(cfg, rngs=rngs) for _ in range(cfg.layers)]
+  norm = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
+  return Stack(cfg, embed=embed, blocks=blocks, norm=norm, embed_drop=embed_drop)

@@ -73,7 +73,7 @@ def test_fast_matches_sequential_logits_and_grads():
   ids = _moves(0, 2, 45)
   models = {
     impl: create_model("gated_deltanet", "d128", seed=1, mixer_impl=impl, chunk_size=16)
-    for impl in ("fast", "sequential")
+    for impl in ("chunked", "sequential")
   }
   cot = jnp.cos(jnp.arange(2 * 45 * labels.HEAD_DIM, dtype=jnp.float32)).reshape(2, 45, -1)
   results = {}
@@ -86,7 +86,7 @@ def test_fast_matches_sequential_logits_and_grads():
         return jnp.sum(logits * cot), logits
 
       results[impl] = jax.jit(jax.grad(loss, has_aux=True))(params)
-  (g_fast, l_fast), (g_seq, l_seq) = results["fast"], results["sequential"]
+  (g_fast, l_fast), (g_seq, l_seq) = results["chunked"], results["sequential"]
   _assert_close(l_fast, l_seq, 1e-5, "logits")
   leaves_fast = jax.tree_util.tree_leaves_with_path(g_fast)
   leaves_seq = jax.tree.leaves(g_seq)

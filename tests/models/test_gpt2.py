@@ -42,7 +42,7 @@ def test_parameter_counts(family, size, want):
   model = abstract_model(family, size, head="tokens", vocab_size=VOCAB, tie_embeddings=True)
   assert count_params(model) == want  # the 85,508,352 for GPT2-small at V = 77
   assert count_params(model.backbone) == want  # the tied head adds nothing
-  d, n_layers, _ = registry.GPT2_SIZES[size]
+  d, n_layers, _ = gpt2.SIZES[size]
   assert want == _expected_count(d, n_layers)
   b = model.backbone
   assert b.embed.embedding.shape == (VOCAB, d) and b.pos_embed.embedding.shape == (512, d)
@@ -64,7 +64,7 @@ def test_configs_and_sizes():
   medium = model_config("gpt2", "medium")
   assert (medium.d, medium.layers, medium.heads) == (1024, 24, 16)
   assert model_config("gpt2", "intermediate").layers == 16
-  assert registry.family_sizes("gpt2") is registry.GPT2_SIZES
+  assert registry.family_sizes("gpt2") is gpt2.SIZES
   with pytest.raises(ValueError, match="unknown model size 'd128' for gpt2"):
     model_config("gpt2", "d128")
   with pytest.raises(ValueError, match="unknown model size 'small'"):
@@ -205,7 +205,7 @@ def test_hiddens_and_tied_head():
 def test_sequence_limit_and_no_streaming():
   model = _lm(n_positions=16)
   assert model(_tokens(1, 16)).shape == (1, 16, VOCAB)
-  with pytest.raises(ValueError, match="n_positions"):
+  with pytest.raises(ValueError, match="16 learned positions"):
     model(_tokens(1, 17))
   with pytest.raises(NotImplementedError, match="streaming"):
     model.init_state(1)

@@ -8,11 +8,19 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from chessjax.models import FAMILIES, abstract_model, count_params, create_model, heads
+from chessjax.models import (
+  FAMILIES,
+  LM_FAMILIES,
+  abstract_model,
+  count_params,
+  create_model,
+  heads,
+  streams,
+)
 
 VOCAB = 77
 LAYERS = 2  # more than one block, so hiddens and streaming cover the stacking
-STREAMING = sorted(set(FAMILIES) - {"transformer"})  # the Transformer has no streaming step
+STREAMING = sorted(f for f in FAMILIES if streams(f))  # each family module declares it
 
 
 def _tokens(batch=2, steps=6, seed=0):
@@ -109,3 +117,16 @@ def test_untied_token_head_without_bias():
   no_bias = heads.TokenHead(model.cfg.d, VOCAB, rngs=nnx.Rngs(0), use_bias=False)
   assert no_bias.linear.bias is None
   assert count_params(no_bias) == model.cfg.d * VOCAB
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(LM_FAMILIES))
+def test_streaming_is_what_the_family_declares(family):
+  size = "d128" if family in FAMILIES else "tiny"
+  model = create_model(family, size, head="tokens", vocab_size=VOCAB)
+  if streams(family):
+    state = model.init_state(2)
+    _, logits = model.step(state, jnp.zeros((2,), jnp.int32))
+    assert logits.shape == (2, VOCAB)
+  else:
+    with pytest.raises(NotImplementedError, match="streaming"):
+      model.init_state(2)

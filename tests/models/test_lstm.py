@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from chessjax.models import lstm, registry
+from chessjax.models import lstm
 from chessjax.models.registry import abstract_model, count_params, create_model, model_config
 
 VOCAB = 77
@@ -26,7 +26,7 @@ def test_parameter_counts_match_the_paper(size, want):
   """Table 12: 24.28M (3 layers) and 32.68M (4 layers) at V = 77, with torch's two bias vectors."""
   model = abstract_model("lstm", size, head="tokens", vocab_size=VOCAB)
   assert count_params(model) == want
-  e, h, n_layers = registry.LSTM_SIZES[size]
+  e, h, n_layers = lstm.SIZES[size]
   embedding, decoder = VOCAB * e, h * VOCAB + VOCAB
   first = 4 * h * (e + h) + 8 * h  # W_ih 768 -> 4H, W_hh, b_ih, b_hh
   later = 4 * h * (h + h) + 8 * h

@@ -86,14 +86,14 @@ def test_base_configs():
       0.1,
       1e-5,
     )
-    assert (cfg.mixer_impl, cfg.dtype, cfg.hidden) == ("fast", "float32", 4 * cfg.d)
+    assert (cfg.mixer_impl, cfg.dtype, cfg.hidden) == ("auto", "float32", 4 * cfg.d)
 
 
 def test_bad_configs_raise():
   with pytest.raises(ValueError, match="unknown mamba3 config key"):
     models.model_config("mamba3", "d128", not_a_field=1)
   with pytest.raises(ValueError, match="mixer_impl"):
-    models.model_config("mamba3", "d128", mixer_impl="chunked")
+    models.model_config("mamba3", "d128", mixer_impl="associative")
   with pytest.raises(ValueError, match="dtype"):
     models.model_config("mamba2", "d128", dtype="float16")
   with pytest.raises(ValueError, match="heads \\* head_dim"):

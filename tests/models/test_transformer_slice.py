@@ -10,7 +10,6 @@ from flax import nnx
 
 from chessjax import encoding
 from chessjax.models import abstract_model, count_params, create_model, model_config, transformer
-from chessjax.models import slice as slice_model
 
 FAMILIES = ("transformer", "slice", "slice_diag")
 
@@ -238,9 +237,3 @@ def test_blocked_attention_equals_full_softmax_float64(steps):
     g_full = jax.grad(lambda *a: jnp.sum(full(*a) * cot), argnums=(0, 1, 2))(q, k, v)
     for got, want in zip(g_blocked, g_full, strict=True):
       np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-
-
-def test_fast_impl_resolves_per_backend():
-  want = "sequential" if jax.default_backend() == "cpu" else "chunked"
-  assert slice_model.resolve_impl("fast") == want
-  assert slice_model.resolve_impl("associative") == "associative"

@@ -1,0 +1,57 @@
+"""How a recurrence runs: one switch with the same meaning for every mixer (the model of
+recurrentgemma's `ScanType`, resolved per backend in one place).
+
+* `SEQUENTIAL`: the readable reference, a `lax.scan` over time steps.
+* `CHUNKED`: the parallel form within chunks of `chunk_size` steps, the state carried between
+  chunks (SLiCE's chunked associative scan, Gated DeltaNet's WY/UT form, Mamba's SSD).
+* `ASSOCIATIVE`: one associative scan over the whole sequence (the affine scan only).
+* `AUTO` (every family's default): the fastest of these for the recurrence on the backend that
+  traces the model, measured (docs/performance.md): the affine scan of SLiCE runs `SEQUENTIAL` on
+  CPU (3-4x faster than `CHUNKED` at d128 there) and `CHUNKED` elsewhere; the delta rule and SSD
+  run `CHUNKED` everywhere. Every choice gives the same numbers up to rounding (tests/ops/).
+
+A recurrence names itself by one of `RECURRENCES`; `parse` checks a config value against what it
+supports, `resolve` turns `AUTO` into a concrete choice.
+"""
+
+import enum
+
+import jax
+
+
+class Impl(enum.StrEnum):
+  AUTO = "auto"
+  SEQUENTIAL = "sequential"
+  CHUNKED = "chunked"
+  ASSOCIATIVE = "associative"
+
+
+# recurrence -> the concrete implementations it has.
+RECURRENCES = {
+  "affine_scan": (Impl.SEQUENTIAL, Impl.CHUNKED, Impl.ASSOCIATIVE),
+  "delta_rule": (Impl.SEQUENTIAL, Impl.CHUNKED),
+  "ssd": (Impl.SEQUENTIAL, Impl.CHUNKED),
+}
+# (recurrence, backend) -> what AUTO means there; CHUNKED where not listed.
+_AUTO = {("affine_scan", "cpu"): Impl.SEQUENTIAL}
+# The name AUTO had before this switch existed, still read from older configs.
+_ALIASES = {"fast": Impl.AUTO}
+
+
+def parse(value, recurrence: str) -> Impl:
+  """`value` (an `Impl` or its string) as an `Impl` that `recurrence` supports; else ValueError."""
+  valid = (Impl.AUTO, *RECURRENCES[recurrence])
+  impl = _ALIASES.get(value, value)
+  if impl not in valid:
+    raise ValueError(
+      f"mixer_impl must be one of {[str(v) for v in valid]} for {recurrence}, got {value!r}"
+    )
+  return Impl(impl)
+
+
+def resolve(value, recurrence: str, backend: str | None = None) -> Impl:
+  """The concrete implementation `value` stands for on `backend` (default: JAX's default)."""
+  impl = parse(value, recurrence)
+  if impl is not Impl.AUTO:
+    return impl
+  return _AUTO.get((recurrence, backend or jax.default_backend()), Impl.CHUNKED)
