@@ -1,0 +1,478 @@
+"""The Chess-World-Model paper's d128 ranking at CPU scale (Walker & Lyons 2026, Tables 8-10):
+every main family and every ablation, several seeds, one protocol, resumable across sessions.
+
+    python -m benchmarks.bench_cwm_mini [--work runs/bench_cwm_mini] [--cores 1] \\
+        [--steps 3000] [--families transformer,slice,...] [--report-only]
+
+Data (built once under WORK/data; the master games are never copied into the repository):
+* train: parts 01 and 02 of `../shared/data/masters` (PGN Mentor master games), through
+  `data_prep.process_pgn` with the paper's bucket rule and `--val-fraction 0.01` (about 1,000
+  validation games, of which the first `--eval-batches` batches are scored during training);
+* real test: the first `--test-games` kept games of part 08, a file no run trains on;
+* random-uniform test: the paper's seed-0 set, game for game (`data_prep.random_uniform --seed 0
+  --compat reference`), its first `--test-games` games.
+
+Protocol (the same for every family): d128, batch `--batch-size` 32, games cut at `--max-len`
+256 steps in training and in evaluation (the scores are over the first 256 steps of each test game;
+the paper scores whole games), `--steps` steps, the family's Table 7 hyperparameters at d128
+(`configs/cwm.py`: lr, beta2, weight decay, cosine floor; ablations take their main family's) with
+the warmup scaled to the run (Table 7 warmup x steps / 310,944), dropout as the family has it,
+validation every `--eval-every` steps. Seeds: `--seeds` for the four main families of Table 8,
+`--ablation-seeds` for the three ablations of Tables 9-10. Each run trains on one core
+(`taskset`, one XLA thread); `--cores 0,1` runs two at a time. Runs are ordered seed-major
+(seed 0 of every family first), so a partial sweep is already a complete ranking for fewer seeds.
+
+Resuming: a run is `WORK/runs/FAMILY_sSEED/`, a chessjax workdir; rerunning the command continues
+an unfinished run from its newest checkpoint and evaluates finished ones once (`eval/*.json`).
+Wall and CPU time of every segment go to the run's `bench.json`; a segment killed by the end of a
+session is counted by its wall time up to the run's last log line, its CPU time as unknown.
+
+Output: `WORK/tables.md` and `WORK/tables.json` (Table 8 layout: mean and min-max over seeds beside
+the paper's d128 row; the ablation pairs on both splits; time per run) and `WORK/curves.png`
+(validation loss against steps, one line per family, seeds as thin lines, their mean thick).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from chessjax.files import write_json, write_text
+
+REPO = Path(__file__).resolve().parents[1]
+MASTERS = REPO.parent / "shared" / "data" / "masters"
+PAPER_STEPS = 310_944  # configs/cwm.py STEPS_4_EPOCHS: the horizon of the paper's warmups
+MAIN = ("transformer", "slice", "gated_deltanet", "mamba3")
+ABLATIONS = {"slice_diag": "slice", "gated_deltanet_pos": "gated_deltanet", "mamba2": "mamba3"}
+METRICS = ("loss", "labelwise", "exact_state", "trajectory")
+SPLITS = ("real", "random")
+
+# Walker & Lyons, Table 8 (main families, d128/l1) and Tables 9-10 (ablations, d128/l1): loss,
+# Labelwise %, ExactState %, Trajectory % on the held-out real and the random-uniform test sets.
+PAPER_D128 = {
+  "transformer": {"real": (0.137515, 95.81, 26.82, 0.02), "random": (0.611882, 85.53, 2.67, 0.00)},
+  "slice": {"real": (0.055239, 98.22, 41.20, 0.16), "random": (0.322331, 92.21, 4.14, 0.00)},
+  "mamba3": {"real": (0.042266, 98.57, 51.96, 1.48), "random": (0.305990, 91.57, 5.66, 0.00)},
+  "gated_deltanet": {
+    "real": (0.051443, 98.34, 49.47, 1.04),
+    "random": (0.534119, 90.37, 5.05, 0.00),
+  },
+  "slice_diag": {"real": (0.120725, 96.48, 16.67, 0.00), "random": (35.9174, 87.33, 2.09, 0.00)},
+  "mamba2": {"real": (0.056944, 98.13, 46.41, 1.04), "random": (0.393216, 89.85, 4.92, 0.00)},
+  "gated_deltanet_pos": {
+    "real": (0.053603, 98.26, 47.49, 0.78),
+    "random": (0.496955, 90.39, 4.80, 0.00),
+  },
+}
+
+
+def parse_args(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  ap.add_argument("--work", default=str(REPO / "runs" / "bench_cwm_mini"))
+  ap.add_argument("--masters", default=str(MASTERS), help="folder of pgnmentor_players_part*.bz2")
+  ap.add_argument("--families", default=",".join(MAIN + tuple(ABLATIONS)))
+  ap.add_argument("--seeds", default="0,1,2", help="seeds of the main families")
+  ap.add_argument("--ablation-seeds", default="0,1", help="seeds of the ablations")
+  ap.add_argument("--steps", type=int, default=3000)
+  ap.add_argument("--batch-size", type=int, default=32)
+  ap.add_argument("--max-len", type=int, default=256)
+  ap.add_argument("--eval-every", type=int, default=250)
+  ap.add_argument("--eval-batches", type=int, default=10)
+  ap.add_argument("--test-games", type=int, default=10_000)
+  ap.add_argument("--cores", default="1", help="one run at a time on each of these cores")
+  ap.add_argument("--tag", default="", help="suffix of the run folders (e.g. _x4 for --steps x4)")
+  ap.add_argument("--report-only", action="store_true", help="write the tables from what exists")
+  return ap.parse_args(argv)
+
+
+# ------------------------------------------------------------------------------------------------
+# Data
+
+
+def _run_quiet(cmd, log: Path) -> None:
+  with open(log, "a") as f:
+    subprocess.run(cmd, cwd=REPO, check=True, stdout=f, stderr=subprocess.STDOUT)
+
+
+def prepare(args, work: Path) -> dict:
+  """The three datasets (each skipped when its manifest exists)."""
+  masters = Path(args.masters)
+  data = work / "data"
+  data.mkdir(parents=True, exist_ok=True)
+  paths = {"train": data / "train", "real": data / "real_test", "random": data / "random"}
+  py = [sys.executable, "-m"]
+  part = lambda n: str(masters / f"pgnmentor_players_part{n:02d}.pgn.bz2")  # noqa: E731
+  if not (paths["train"] / "manifest.json").exists():
+    print("data: master games parts 01-02 -> train/validation", flush=True)
+    cmd = ["data_prep.process_pgn", "--pgn", part(1), part(2), "--out", str(paths["train"])]
+    _run_quiet(py + cmd + ["--val-fraction", "0.01", "--workers", "2"], data / "prepare.log")
+  if not (paths["real"] / "manifest.json").exists():
+    print(f"data: master games part 08 -> real test ({args.test_games} games)", flush=True)
+    cmd = ["data_prep.process_pgn", "--pgn", part(8), "--out", str(paths["real"]), "--split"]
+    cmd += ["test", "--max-games", str(args.test_games), "--workers", "2"]
+    _run_quiet(py + cmd, data / "prepare.log")
+  if not (paths["random"] / "manifest.json").exists():
+    print(f"data: random-uniform seed 0 ({args.test_games} games, reference order)", flush=True)
+    cmd = ["data_prep.random_uniform", "--games", str(args.test_games), "--seed", "0"]
+    cmd += ["--compat", "reference", "--out", str(paths["random"]), "--quiet"]
+    _run_quiet(py + cmd, data / "prepare.log")
+  return paths
+
+
+# ------------------------------------------------------------------------------------------------
+# Runs
+
+
+def plan(args) -> list[tuple[str, int]]:
+  """(family, seed) in seed-major order: seed 0 of every family first."""
+  families = [f for f in args.families.split(",") if f]
+  unknown = sorted(set(families) - set(MAIN) - set(ABLATIONS))
+  if unknown:
+    sys.exit(f"unknown families {unknown}; expected some of {list(MAIN) + list(ABLATIONS)}")
+  main_seeds = [int(s) for s in args.seeds.split(",") if s]
+  ablation_seeds = [int(s) for s in args.ablation_seeds.split(",") if s]
+  out = []
+  for seed in sorted(set(main_seeds) | set(ablation_seeds)):
+    for family in families:
+      if seed in (main_seeds if family in MAIN else ablation_seeds):
+        out.append((family, seed))
+  return out
+
+
+def run_dir(work: Path, family: str, seed: int, tag: str) -> Path:
+  return work / "runs" / f"{family}_s{seed}{tag}"
+
+
+def warmup(family: str, steps: int) -> int:
+  from configs import cwm
+
+  paper = cwm.FINAL[cwm.MAIN_FAMILY[family]]["d128"][1]
+  return max(1, round(paper * steps / PAPER_STEPS))
+
+
+def train_command(args, family: str, seed: int, data: dict, workdir: Path) -> list[str]:
+  buckets = tuple(b for b in (64, 128, 192, 256, 384, 512, 768, 1024) if b < args.max_len)
+  buckets = (*buckets, args.max_len)
+  c = "--config."
+  return [
+    sys.executable, "-m", "chessjax.main", f"--config=configs/cwm.py:family={family},size=d128",
+    f"--workdir={workdir}", f"{c}data.train={data['train']}", f"{c}seed={seed}",
+    f"{c}data.batch_size={args.batch_size}", f"{c}data.max_len={args.max_len}",
+    f"{c}data.bucket_lengths={buckets}", f"{c}optim.warmup_steps={warmup(family, args.steps)}",
+    f"{c}train.steps={args.steps}", f"{c}train.eval_every={args.eval_every}",
+    f"{c}train.eval_batches={args.eval_batches}", f"{c}train.checkpoint_every=250",
+    f"{c}train.log_every=250", f"{c}train.keep_checkpoints=1",
+  ]  # fmt: skip
+
+
+def eval_command(args, data: dict, workdir: Path) -> list[str]:
+  return [
+    sys.executable, "-m", "chessjax.world_model.evaluate", "--workdir", str(workdir),
+    "--data", f"real={data['real']}:test", f"random={data['random']}:test",
+    "--max-games", str(args.test_games), "--boards", "0",
+  ]  # fmt: skip
+
+
+def pinned(core: int) -> tuple[list[str], dict]:
+  env = dict(os.environ)
+  for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    env[var] = "1"
+  env["XLA_FLAGS"] = (
+    env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+  ).strip()
+  env["JAX_PLATFORMS"] = "cpu"
+  return ["taskset", "-c", str(core)], env
+
+
+def _bench_record(workdir: Path) -> dict:
+  path = workdir / "bench.json"
+  return json.loads(path.read_text()) if path.exists() else {"segments": []}
+
+
+def _close_killed_segment(workdir: Path, record: dict) -> None:
+  """A segment that started but never ended (the session stopped): wall time up to the last write
+  of its log, CPU time unknown."""
+  open_ = [s for s in record["segments"] if "end" not in s]
+  for s in open_:
+    log = workdir / f"{s['phase']}.log"
+    s["end"] = log.stat().st_mtime if log.exists() else s["start"]
+    s["wall_s"], s["cpu_s"], s["killed"] = s["end"] - s["start"], None, True
+
+
+def segment(workdir: Path, phase: str, cmd: list[str], core: int) -> int:
+  """Runs one phase of a run on `core`, appending its log and its wall/CPU time to bench.json."""
+  record = _bench_record(workdir)
+  _close_killed_segment(workdir, record)
+  entry = {"phase": phase, "core": core, "start": time.time()}
+  record["segments"].append(entry)
+  write_json(workdir / "bench.json", record)
+  prefix, env = pinned(core)
+  with open(workdir / f"{phase}.log", "a") as log:
+    proc = subprocess.Popen(prefix + cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+  entry["end"] = time.time()
+  entry["wall_s"] = entry["end"] - entry["start"]
+  entry["cpu_s"] = usage.ru_utime + usage.ru_stime
+  entry["returncode"] = proc.returncode
+  write_json(workdir / "bench.json", record)
+  return proc.returncode
+
+
+def finished(workdir: Path, steps: int) -> bool:
+  summary = workdir / "train_summary.json"
+  return summary.exists() and json.loads(summary.read_text())["steps"] >= steps
+
+
+def evaluated(workdir: Path) -> bool:
+  return all((workdir / "eval" / f"{s}.json").exists() for s in SPLITS)
+
+
+def do_run(args, family: str, seed: int, data: dict, work: Path, core: int) -> None:
+  workdir = run_dir(work, family, seed, args.tag)
+  workdir.mkdir(parents=True, exist_ok=True)
+  name = workdir.name
+  if not finished(workdir, args.steps):
+    print(f"[train] {name} on core {core}", flush=True)
+    if segment(workdir, "train", train_command(args, family, seed, data, workdir), core):
+      print(f"[fail] {name}: training failed, see {workdir / 'train.log'}", flush=True)
+      return
+  if not evaluated(workdir):
+    print(f"[eval] {name} on core {core}", flush=True)
+    if segment(workdir, "eval", eval_command(args, data, workdir), core):
+      print(f"[fail] {name}: evaluation failed, see {workdir / 'eval.log'}", flush=True)
+      return
+  print(f"[done] {name}", flush=True)
+
+
+def run_all(args, work: Path, data: dict) -> None:
+  """Every planned run, one at a time per core; runs already evaluated are skipped."""
+  todo = [r for r in plan(args) if not evaluated(run_dir(work, *r, args.tag))]
+  print(f"{len(todo)} runs to do of {len(plan(args))}", flush=True)
+  lock = threading.Lock()
+
+  def lane(core: int) -> None:
+    while True:
+      with lock:
+        if not todo:
+          return
+        family, seed = todo.pop(0)
+      do_run(args, family, seed, data, work, core)
+
+  threads = [threading.Thread(target=lane, args=(int(c),)) for c in args.cores.split(",")]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+
+
+# ------------------------------------------------------------------------------------------------
+# Report
+
+
+def validation_curve(workdir: Path) -> list[tuple[int, float]]:
+  """(step, validation loss) from the training log's validation lines (every segment)."""
+  out = {}
+  log = workdir / "train.log"
+  if not log.exists():
+    return []
+  for line in log.read_text(errors="replace").splitlines():
+    words = line.split()
+    if len(words) > 4 and words[0] == "step" and words[2] == "validation:" and words[3] == "loss":
+      out[int(words[1])] = float(words[4])
+  return sorted(out.items())
+
+
+def collect(args, work: Path) -> list[dict]:
+  rows = []
+  for family, seed in plan(args):
+    workdir = run_dir(work, family, seed, args.tag)
+    if not evaluated(workdir):
+      continue
+    row = {"family": family, "seed": seed, "workdir": str(workdir.relative_to(work))}
+    for split in SPLITS:
+      r = json.loads((workdir / "eval" / f"{split}.json").read_text())
+      row[split] = {m: r[m] for m in METRICS}
+      row[split]["games"] = r["dataset"]["games"]
+    summary = json.loads((workdir / "train_summary.json").read_text())
+    row["params"], row["bad_batches"] = summary["params"], summary["bad_batches"]
+    segs = _bench_record(workdir)["segments"]
+    for phase in ("train", "eval"):
+      ss = [s for s in segs if s["phase"] == phase and "wall_s" in s]
+      row[f"{phase}_wall_s"] = sum(s["wall_s"] for s in ss)
+      cpu = [s["cpu_s"] for s in ss]
+      row[f"{phase}_cpu_s"] = None if None in cpu else sum(cpu)
+    row["curve"] = validation_curve(workdir)
+    rows.append(row)
+  return rows
+
+
+def _pct(x: float) -> float:
+  return 100.0 * x
+
+
+def _cell(values: list[float], digits: int) -> str:
+  if not values:
+    return "-"
+  mean = statistics.fmean(values)
+  if len(values) == 1:
+    return f"{mean:.{digits}f}"
+  return f"{mean:.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+
+
+def _paper_cell(value: float, digits: int) -> str:
+  return f"{value:.{digits}f}"
+
+
+def summarize(rows: list[dict]) -> dict:
+  """Per family and split: the seeds' values of each metric (percent for accuracies)."""
+  out = {}
+  for row in rows:
+    empty = {"seeds": [], **{split: {m: [] for m in METRICS} for split in SPLITS}}
+    fam = out.setdefault(row["family"], empty)
+    fam["seeds"].append(row["seed"])
+    for split in SPLITS:
+      for m in METRICS:
+        v = row[split][m]
+        fam[split][m].append(v if m == "loss" else _pct(v))
+  return out
+
+
+def tables_markdown(args, rows: list[dict], machine: str) -> str:
+  s = summarize(rows)
+  digits = {"loss": 4, "labelwise": 2, "exact_state": 2, "trajectory": 2}
+  lines = [
+    "# Chess-World-Model d128 ranking at CPU scale",
+    "",
+    f"`python -m benchmarks.bench_cwm_mini` on {machine}. d128, batch {args.batch_size}, "
+    f"{args.steps} steps, games cut at {args.max_len} steps (training and scoring), the paper's "
+    "Table 7 d128 hyperparameters with the warmup scaled to the run. Train: master games parts "
+    f"01-02; real test: first {args.test_games:,} games of part 08; random-uniform test: the "
+    f"paper's seed-0 set, first {args.test_games:,} games. Ours: mean [min-max] over seeds; "
+    "paper: Walker & Lyons, Tables 8-10 (whole games, one epoch of 10M games and more).",
+    "",
+  ]
+  for split, title in (("real", "Held-out real games"), ("random", "Random-uniform games")):
+    lines += [
+      f"## {title} (Table 8 layout)",
+      "",
+      "| family | seeds | loss | paper | Labelwise % | paper | ExactState % | paper | "
+      "Trajectory % | paper |",
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for family in (*MAIN, *ABLATIONS):
+      if family not in s:
+        continue
+      cells = []
+      for i, m in enumerate(METRICS):
+        cells.append(_cell(s[family][split][m], digits[m]))
+        cells.append(_paper_cell(PAPER_D128[family][split][i], digits[m]))
+      seeds = ",".join(str(x) for x in s[family]["seeds"])
+      lines.append(f"| {family} | {seeds} | " + " | ".join(cells) + " |")
+    lines.append("")
+  lines += [
+    "## Ablation pairs (ExactState %, mean over seeds; paper in brackets)",
+    "",
+    "| main -> ablation | real | random-uniform |",
+    "|---|---|---|",
+  ]
+  for ablation, main in ABLATIONS.items():
+    if ablation not in s or main not in s:
+      continue
+    cells = []
+    for split in SPLITS:
+      a = statistics.fmean(s[main][split]["exact_state"])
+      b = statistics.fmean(s[ablation][split]["exact_state"])
+      pa, pb = PAPER_D128[main][split][2], PAPER_D128[ablation][split][2]
+      cells.append(f"{a:.2f} -> {b:.2f} ({b - a:+.2f}) [paper {pa:.2f} -> {pb:.2f}]")
+    lines.append(f"| {main} -> {ablation} | " + " | ".join(cells) + " |")
+  lines += [
+    "",
+    "## Time per run (one core each)",
+    "",
+    "| run | params | train wall | train CPU | eval wall | non-finite batches |",
+    "|---|---:|---:|---:|---:|---:|",
+  ]
+  for row in rows:
+    cpu = "-" if row["train_cpu_s"] is None else f"{row['train_cpu_s'] / 60:.1f} min"
+    lines.append(
+      f"| {row['workdir'].rsplit('/', 1)[-1]} | {row['params']:,} | "
+      f"{row['train_wall_s'] / 60:.1f} min | {cpu} | {row['eval_wall_s'] / 60:.1f} min | "
+      f"{row['bad_batches']} |"
+    )
+  return "\n".join(lines) + "\n"
+
+
+def curves_png(rows: list[dict], path: Path) -> None:
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(8, 5))
+  colors = {f: plt.cm.tab10(i) for i, f in enumerate((*MAIN, *ABLATIONS))}
+  by_family = {}
+  for row in rows:
+    if row["curve"]:
+      by_family.setdefault(row["family"], []).append(row["curve"])
+  for family, curves in by_family.items():
+    style = "-" if family in MAIN else "--"
+    for curve in curves:
+      ax.plot(*zip(*curve, strict=True), style, color=colors[family], lw=0.6, alpha=0.5)
+    steps = sorted(set.intersection(*(set(dict(c)) for c in curves)))
+    mean = [statistics.fmean(dict(c)[t] for c in curves) for t in steps]
+    ax.plot(steps, mean, style, color=colors[family], lw=2, label=f"{family} ({len(curves)})")
+  ax.set_yscale("log")
+  ax.set_xlabel("step")
+  ax.set_ylabel("validation loss (master games)")
+  ax.set_title("d128 validation loss; thin: seeds, thick: mean")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  tmp = path.with_name(path.name + ".tmp.png")
+  fig.savefig(tmp, dpi=110)
+  plt.close(fig)
+  os.replace(tmp, path)
+
+
+def machine_line() -> str:
+  model = "unknown CPU"
+  try:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+      if line.startswith("model name"):
+        model = line.split(":", 1)[1].strip()
+        break
+  except OSError:
+    pass
+  return f"{model}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"
+
+
+def report(args, work: Path) -> None:
+  rows = collect(args, work)
+  if not rows:
+    print("no evaluated run yet")
+    return
+  write_text(work / "tables.md", tables_markdown(args, rows, machine_line()))
+  write_json(work / "tables.json", {"args": vars(args), "runs": rows, "summary": summarize(rows)})
+  curves_png(rows, work / "curves.png")
+  print(f"wrote {work / 'tables.md'}, tables.json, curves.png ({len(rows)} runs)")
+
+
+def main(argv=None) -> None:
+  args = parse_args(argv)
+  work = Path(args.work)
+  work.mkdir(parents=True, exist_ok=True)
+  if not args.report_only:
+    if not Path(args.masters).is_dir():
+      sys.exit(f"no master games at {args.masters} (see ../shared/data/README.md)")
+    data = prepare(args, work)
+    run_all(args, work, data)
+  report(args, work)
+
+
+if __name__ == "__main__":
+  main()
