@@ -1,12 +1,13 @@
 """Variant-divergent evaluation positions for the atomic-chess track (Co & Konuganti 2026, sec. 3).
 
     python -m data_prep.atomic_positions --out runs/atomic/positions.jsonl \
-        [--standard-pgn GAMES.pgn.bz2 ...] [--atomic-pgn lichess_atomic.pgn.zst ...] \
+        [--chess-pgn GAMES.pgn.bz2 ...] [--atomic-pgn lichess_atomic.pgn.zst ...] \
         [--selfplay-games 400] [--per-source 100] [--depth 24] [--min-drop 20] [--unfiltered]
 
 Candidates are one position per game, at a ply drawn uniformly in [--min-ply, --max-ply] from a
-seeded generator, from two sources:
-  standard  standard games (default: the bundled lichess sample)
+seeded generator, from two sources (named by the rules their games were played under; `standard`
+is read as the old name of `chess`):
+  chess     standard chess games (default: the bundled lichess sample)
   atomic    atomic games: a lichess atomic PGN export (`[Variant "Atomic"]`) when given, otherwise
             Fairy-Stockfish self-play at --selfplay-depth after --random-plies random opening
             moves; such positions carry `"synthetic": true`
@@ -14,18 +15,21 @@ A candidate must be valid and not over under both variants' rules, and is analys
 Stockfish (variant "chess") and Fairy-Stockfish ("atomic"). It is kept iff (the paper's section 3
 variant-divergence filter; --unfiltered, the paper's Table 3 control set, keeps every valid
 candidate):
-  * the atomic-best and standard-best moves differ,
-  * the standard-best move is legal under atomic rules,
+  * the atomic-best and chess-best moves differ,
+  * the chess-best move is legal under atomic rules,
   * played under atomic rules it loses at least --min-drop Win% points (default 20, MISTAKE),
-  * no analysis (either best line, or the standard-best move under atomic rules) is a mate.
+  * no analysis (either best line, or the chess-best move under atomic rules) is a mate.
 Sources are balanced: candidates are drawn until --per-source positions of each are kept. The
 paper's unfiltered control (Table 3) is `--sources atomic --unfiltered`.
 
-Output: JSONL, one position per line (FEN, source, side to move, legal UCI moves and engine best
-move/score per variant, keyed "chess" and "atomic", the standard-best move's atomic Win% drop,
+Output: JSONL, one position per line (FEN, source, the UCI move history from the source game's
+start, `moves`, played under `game_variant`, side to move, legal UCI moves and engine best
+move/score per variant, keyed "chess" and "atomic", the chess-best move's atomic Win% drop,
 engines, depth, the three prompts of the paper's Appendix A), and `OUT.summary.json` with every
-count by reason. Engine analyses go through the `chessjax.atomic.cache` sqlite cache, so a rerun
-with the same engines and depth costs nothing.
+count by reason. A progress line after every batch gives, per source, the candidates labelled and
+positions kept so far, their rates and the time left (the run's kept rate so far, extrapolated).
+Engine analyses go through the `chessjax.atomic.cache` sqlite cache, so a rerun with the same
+engines and depth costs nothing.
 """
 
 import argparse
@@ -65,7 +69,7 @@ REASONS = (
   "game_over",
   "duplicate",
   "same_best",
-  "standard_best_illegal_in_atomic",
+  "chess_best_illegal_in_atomic",
   "mate",
   "small_drop",
 )
@@ -121,7 +125,8 @@ def selfplay_games(
 
 
 def sample_position(moves: Sequence[chess.Move], variant: str, rng, min_ply: int, max_ply: int):
-  """(ply, FEN) of a uniformly drawn ply in [min_ply, min(max_ply, len)], or None if too short."""
+  """(ply, FEN) of a uniformly drawn ply in [min_ply, min(max_ply, len)], or None if too short.
+  The position's history is `moves[:ply]`."""
   last = min(max_ply, len(moves))
   if last < min_ply:
     return None
@@ -192,7 +197,7 @@ def label_batch(
     elif std.move == atm.move:
       reason = "same_best"
     elif cross_line is None:
-      reason = "standard_best_illegal_in_atomic"
+      reason = "chess_best_illegal_in_atomic"
     elif any(line.mate is not None for line in (std, atm, cross_line)):
       reason = "mate"
     elif drop < min_drop:
@@ -205,8 +210,8 @@ def label_batch(
       "side_to_move": "white" if board.turn == chess.WHITE else "black",
       "legal_moves": legal[i],
       "best": {"chess": _line_json(std), "atomic": _line_json(atm)},
-      "standard_best_under_atomic": None if cross_line is None else _line_json(cross_line),
-      "standard_best_atomic_win_drop": drop,
+      "chess_best_under_atomic": None if cross_line is None else _line_json(cross_line),
+      "chess_best_atomic_win_drop": drop,
       "engines": {
         v: {"name": best[v][i].engine, "version": best[v][i].version} for v in prompts.VARIANTS
       },
@@ -224,7 +229,14 @@ def label_batch(
 def parse_args(argv=None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--out", required=True, help="output JSONL path")
-  p.add_argument("--standard-pgn", nargs="*", default=None, help="standard PGN files")
+  p.add_argument(
+    "--chess-pgn",
+    "--standard-pgn",
+    dest="chess_pgn",
+    nargs="*",
+    default=None,
+    help="standard chess PGN files (--standard-pgn: the old spelling)",
+  )
   p.add_argument("--atomic-pgn", nargs="*", default=[], help="atomic PGN files (lichess export)")
   p.add_argument("--selfplay-games", type=int, default=400, help="synthetic atomic games, at most")
   p.add_argument("--selfplay-depth", type=int, default=6)
@@ -236,18 +248,24 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--max-ply", type=int, default=60)
   p.add_argument("--unfiltered", action="store_true", help="keep every valid candidate (Table 3)")
   p.add_argument(
-    "--sources", nargs="+", choices=("standard", "atomic"), default=["standard", "atomic"]
+    "--sources",
+    nargs="+",
+    choices=("chess", "standard", "atomic"),
+    default=["chess", "atomic"],
+    help="position sources ('standard' is the old name of 'chess')",
   )
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--workers", type=int, default=1, help="engine processes per engine")
   p.add_argument("--batch", type=int, default=8, help="candidates analysed per round")
   p.add_argument("--cache", default=None, help="engine cache path, or 'none'")
-  return p.parse_args(argv)
+  args = p.parse_args(argv)
+  args.sources = list(dict.fromkeys(prompts.variant_of(s) for s in args.sources))
+  return args
 
 
 def _source_games(args, source: str, pools: dict):
-  if source == "standard":
-    return pgn_games(args.standard_pgn or [DEFAULT_STANDARD_PGN], "chess")
+  if source == "chess":
+    return pgn_games(args.chess_pgn or [DEFAULT_STANDARD_PGN], "chess")
   if args.atomic_pgn:
     return pgn_games(args.atomic_pgn, "atomic")
   return selfplay_games(
@@ -263,6 +281,7 @@ def _source_games(args, source: str, pools: dict):
 def collect(args, pools: dict) -> tuple[list[dict], dict]:
   """Kept positions of both sources and the counts by source and reason."""
   kept, counts, seen = [], {}, set()
+  progress = Progress(args.sources, args.per_source)
   for source in args.sources:
     counts[source] = Counter({r: 0 for r in REASONS})
     mine, pending = [], []
@@ -283,13 +302,23 @@ def collect(args, pools: dict) -> tuple[list[dict], dict]:
         continue
       seen.add(fen)
       pending.append(
-        {"fen": fen, "source": source, "synthetic": synthetic, "origin": origin, "ply": ply}
+        {
+          "fen": fen,
+          "source": source,
+          "synthetic": synthetic,
+          "origin": origin,
+          "ply": ply,
+          "moves": [m.uci() for m in moves[:ply]],
+          "game_variant": variant,
+        }
       )
       if len(pending) >= args.batch:
         _label(pending, pools, args, counts[source], mine)
         pending = []
+        progress.update(source, counts[source], len(mine))
     if pending and len(mine) < args.per_source:
       _label(pending, pools, args, counts[source], mine)
+    progress.update(source, counts[source], len(mine), done=True)
     if len(mine) < args.per_source:
       logging.warning(
         "source %s: only %d of %d positions kept (games exhausted)",
@@ -310,7 +339,52 @@ def _label(pending, pools, args, counts: Counter, mine: list) -> None:
     counts[reason] += 1
     if reason == "kept":
       mine.append({"id": f"{record['source']}-{len(mine):04d}", **record})
-  logging.info("%s: %s", pending[0]["source"], dict(counts))
+  logging.debug("%s: %s", pending[0]["source"], dict(counts))
+
+
+class Progress:
+  """Progress lines: per source, candidates labelled and positions kept, with rates and the time
+  left. The time left extrapolates the kept-positions rate of the run so far (all sources) to the
+  positions still to keep; it is "?" until a position is kept."""
+
+  def __init__(self, sources: Sequence[str], per_source: int, *, clock=time.monotonic, emit=None):
+    self.sources, self.per_source, self.clock = list(sources), per_source, clock
+    self.emit = emit or (lambda line: logging.info("%s", line))
+    self.start = clock()
+    self.kept_before = 0  # kept by the sources already finished
+
+  def line(self, source: str, counts: Counter, kept: int) -> str:
+    elapsed = max(self.clock() - self.start, 1e-9)
+    labelled = sum(v for k, v in counts.items() if k in LABEL_REASONS)
+    kept_total = self.kept_before + kept
+    remaining_sources = len(self.sources) - self.sources.index(source) - 1
+    to_keep = (self.per_source - kept) + remaining_sources * self.per_source
+    if kept_total:
+      left = _duration(to_keep * elapsed / kept_total)
+    else:
+      left = "?"
+    return (
+      f"{source}: kept {kept}/{self.per_source}, {labelled} candidates labelled "
+      f"({labelled / elapsed * 60:.1f}/min, {kept_total / elapsed * 3600:.0f} kept/h), "
+      f"elapsed {_duration(elapsed)}, about {left} left"
+    )
+
+  def update(self, source: str, counts: Counter, kept: int, *, done: bool = False) -> None:
+    self.emit(self.line(source, counts, kept))
+    if done:
+      self.kept_before += kept
+
+
+LABEL_REASONS = ("kept", "same_best", "chess_best_illegal_in_atomic", "mate", "small_drop")
+
+
+def _duration(seconds: float) -> str:
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return f"{seconds}s"
+  if seconds < 3600:
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+  return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def main(argv=None) -> int:

@@ -4,12 +4,18 @@ A condition names the prompt text and the variant its answer is scored under:
 
   atomic           atomic chess, the six rules stated        -> scored under atomic rules
   atomic_no_rules  atomic chess named, rules omitted (Table 2) -> scored under atomic rules
-  standard         standard chess                             -> scored under chess rules
+  chess            standard chess                             -> scored under chess rules
 
-The templates are the paper's, word for word; `<fen>`, `<color>` and `<legal_moves>` are filled per
-position. The paper's models answered through a `submit_move` tool constrained to the listed moves
-(Appendix B); the sentence asking for it is kept so prompts stay comparable.
+The rule set of standard chess is named "chess" everywhere in the track (the python-chess / UCI
+variant name, as in `chessjax.encoding`): conditions, variants, position sources and report
+columns. Its old name "standard" is still read wherever a name is read (`variant_of`,
+`condition_name`). The templates are the paper's, word for word; `<fen>`, `<color>` and
+`<legal_moves>` are filled per position. The paper's models answered through a `submit_move`
+tool constrained to the listed moves (Appendix B, `chessjax.atomic.llm`); the sentence asking for
+it is kept so prompts stay comparable.
 """
+
+from dataclasses import dataclass
 
 import chess
 import chess.variant
@@ -51,10 +57,10 @@ Legal moves in UCI notation:
 TEMPLATES = {
   "atomic": _TEMPLATE.format(game="Atomic chess", rules=_ATOMIC_RULES, legal=""),
   "atomic_no_rules": _TEMPLATE.format(game="Atomic chess", rules="", legal="legal "),
-  "standard": _TEMPLATE.format(game="chess", rules="", legal="legal "),
+  "chess": _TEMPLATE.format(game="chess", rules="", legal="legal "),
 }
 CONDITIONS = tuple(TEMPLATES)
-CONDITION_VARIANT = {"atomic": "atomic", "atomic_no_rules": "atomic", "standard": "chess"}
+CONDITION_VARIANT = {"atomic": "atomic", "atomic_no_rules": "atomic", "chess": "chess"}
 
 
 def variant_of(name: str) -> str:
@@ -79,8 +85,7 @@ def legal_moves(fen: str, variant: str) -> list[str]:
 
 def render(condition: str, fen: str) -> str:
   """The prompt of a condition for one position, placeholders filled."""
-  if condition not in TEMPLATES:
-    raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+  condition = condition_name(condition)
   variant = CONDITION_VARIANT[condition]
   color = "White" if board_of(fen, variant).turn == chess.WHITE else "Black"
   return (
@@ -89,3 +94,38 @@ def render(condition: str, fen: str) -> str:
     .replace("<color>", color)
     .replace("<legal_moves>", " ".join(legal_moves(fen, variant)))
   )
+
+
+def condition_name(name: str) -> str:
+  """A condition of `CONDITIONS` from its name or its old name ("standard" -> "chess")."""
+  condition = _LEGACY_NAMES.get(name, name)
+  if condition not in TEMPLATES:
+    raise ValueError(f"condition must be one of {CONDITIONS} (or 'standard'), got {name!r}")
+  return condition
+
+
+@dataclass(frozen=True)
+class Query:
+  """One question: a position under a prompt condition."""
+
+  fen: str
+  condition: str
+  history: tuple[str, ...] = ()  # UCI moves from the source game's start (offline LM pickers)
+  game_variant: str = "chess"  # the rules the history was played under
+
+  @property
+  def variant(self) -> str:
+    return CONDITION_VARIANT[self.condition]
+
+  @property
+  def prompt_kind(self) -> str:
+    """The answer row's `prompt` field: `no_rules` for the Table 2 ablation, else `rules`."""
+    return "no_rules" if self.condition == "atomic_no_rules" else "rules"
+
+  @property
+  def prompt(self) -> str:
+    return render(self.condition, self.fen)
+
+  @property
+  def legal_moves(self) -> list[str]:
+    return legal_moves(self.fen, self.variant)

@@ -1,15 +1,25 @@
 """The scoring report of the atomic-chess track (Co & Konuganti 2026, section 4).
 
     python -m chessjax.atomic.report --positions P.jsonl --answers A.jsonl [B.jsonl ...] \
-        --out DIR [--depth D] [--thresholds paper|lichess] [--workers N] [--cache PATH|none]
+        --out DIR [--depth D] [--thresholds paper|lichess] [--workers N] [--cache PATH|none] \
+        [--price MODEL=INPUT,OUTPUT ...] [--usage-only]
 
 Scores every answer (see `chessjax.atomic.scoring` for the answer format and the scores) with the
 cached engine pools of its variant at the positions' depth. DIR receives `scored.jsonl` (every
 answer with its analysis), `report.json`, `report.md` (per model and condition: mean Win% loss
 with a 95% bootstrap CI stratified by position source, category rates as in the paper's Table 1,
-the atomic/standard ratio of section 4.1) and `win_loss.png` (the paper's Figure 1). Raw Stockfish
-and Fairy-Stockfish centipawns are not on the same scale: compare variants through Win% loss and
+and the atomic - chess difference of section 4.1 with the ratio where it means something: only
+when the chess loss is at least `RATIO_MIN_LOSS` Win% points, below which a ratio mostly measures
+how close to zero the chess loss is) and `win_loss.png` (the paper's Figure 1). Raw Stockfish and
+Fairy-Stockfish centipawns are not on the same scale: compare variants through Win% loss and
 categories, and read absolute differences with that caveat.
+
+Answers written by the API pickers (`chessjax.atomic.llm`) also carry latency and token counts:
+the report adds the paper's Table 4 (mean latency per move, per model and effort) and Table 5
+(mean output tokens per move, per model, effort and condition), and a cost line per model when
+`--price MODEL=INPUT,OUTPUT` gives its US dollars per million input and output tokens (reasoning
+tokens are billed as output; both APIs count them in the output). `--usage-only` writes just
+those tables (`usage.md`, `usage.json`) from the answer files, with no engine and no positions.
 """
 
 import argparse
@@ -24,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from chessjax.atomic.engines import EngineMissingError, cache_arg, variant_pools
-from chessjax.atomic.prompts import CONDITION_VARIANT
+from chessjax.atomic.prompts import CONDITION_VARIANT, CONDITIONS
 from chessjax.atomic.scoring import (
   CATEGORIES,
   FAILURES,
@@ -35,6 +45,8 @@ from chessjax.atomic.scoring import (
   score_answers,
 )
 from chessjax.files import read_jsonl, write_figure, write_json, write_text
+
+RATIO_MIN_LOSS = 1.0  # Win% points of chess loss below which no atomic/chess ratio is shown
 
 # ------------------------------------------------------------------------------------------------
 # Report
@@ -54,7 +66,7 @@ def summarise(
     sources = np.array([s["source"] for s in items])
     counts = Counter(s["category"] for s in items)
     lo, hi = bootstrap_ci(loss, sources, n_boot=n_boot, seed=seed)
-    tokens = [s["tokens"] for s in items if isinstance(s.get("tokens"), int | float)]
+    tokens = [t for t in map(_output_tokens, items) if t is not None]
     rows.append(
       {
         "model": model,
@@ -77,20 +89,22 @@ def summarise(
 
 
 def _ratios(rows: Sequence[dict]) -> list[dict]:
-  """Atomic (rules stated) over standard mean Win% loss, per model and reasoning effort."""
+  """Atomic (rules stated) against chess mean Win% loss, per model and reasoning effort: the
+  difference always, the ratio only when the chess loss is at least `RATIO_MIN_LOSS`."""
   by_key = {(r["model"], r["reasoning_effort"], r["condition"]): r for r in rows}
   out = []
   for (model, effort, condition), row in by_key.items():
-    standard = by_key.get((model, effort, "standard"))
-    if condition != "atomic" or standard is None:
+    chess = by_key.get((model, effort, "chess"))
+    if condition != "atomic" or chess is None:
       continue
-    ratio = row["mean_win_loss"] / standard["mean_win_loss"] if standard["mean_win_loss"] else None
+    base = chess["mean_win_loss"]
     out.append(
       {
         "model": model,
         "reasoning_effort": effort,
-        "atomic_over_standard": ratio,
-        "atomic_minus_standard": row["mean_win_loss"] - standard["mean_win_loss"],
+        "atomic_minus_chess": row["mean_win_loss"] - base,
+        "atomic_over_chess": row["mean_win_loss"] / base if base >= RATIO_MIN_LOSS else None,
+        "chess_loss": base,
       }
     )
   return out
@@ -122,19 +136,124 @@ def markdown(report: dict) -> str:
   if report["summary"]["ratios"]:
     lines += [
       "",
-      "| Model | Effort | Atomic / standard mean loss | Atomic - standard |",
+      "| Model | Effort | Atomic - chess mean Win% loss | Atomic / chess |",
       "|---|---|---|---|",
     ]
     for r in report["summary"]["ratios"]:
-      ratio = "n/a" if r["atomic_over_standard"] is None else f"{r['atomic_over_standard']:.2f}x"
-      lines.append(
-        f"| {r['model']} | {r['reasoning_effort']} | {ratio} | {r['atomic_minus_standard']:+.1f} |"
+      ratio = (
+        f"{r['atomic_over_chess']:.2f}x"
+        if r["atomic_over_chess"] is not None
+        else f"- (chess loss {r['chess_loss']:.1f} < {RATIO_MIN_LOSS:g})"
       )
+      lines.append(
+        f"| {r['model']} | {r['reasoning_effort']} | {r['atomic_minus_chess']:+.1f} | {ratio} |"
+      )
+  if report.get("usage") and (report["usage"]["latency"] or report["usage"]["tokens"]):
+    lines += ["", usage_markdown(report["usage"]).rstrip("\n")]
   lines += [
     "",
     "Raw Stockfish and Fairy-Stockfish centipawns are scaled differently; compare variants through "
     "Win% loss and categories.",
   ]
+  return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# Latency, tokens and cost (the paper's Tables 4 and 5)
+
+
+def _number(value) -> float | None:
+  return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _output_tokens(answer: dict) -> float | None:
+  """Output tokens of an answer: `output_tokens`, or the older `tokens` field."""
+  found = _number(answer.get("output_tokens"))
+  return found if found is not None else _number(answer.get("tokens"))
+
+
+def usage_summary(answers: Sequence[dict], prices: dict | None = None) -> dict:
+  """Table 4 (mean latency per model and effort), Table 5 (mean output tokens per model, effort
+  and condition) and, for models in `prices` ({model: (USD per 1M input, per 1M output)}), the
+  cost of the recorded tokens. Answers without the numbers are left out of each table."""
+  latency, tokens, spent = defaultdict(list), defaultdict(list), defaultdict(lambda: [0.0, 0.0, 0])
+  for a in answers:
+    model, effort = a.get("model", "") or "?", a.get("reasoning_effort", "") or "-"
+    seconds, out_tokens = _number(a.get("latency_s")), _output_tokens(a)
+    if seconds is not None:
+      latency[model, effort].append(seconds)
+    if out_tokens is not None:
+      try:
+        condition = condition_of(a)
+      except ValueError:
+        continue
+      tokens[model, effort, condition].append(out_tokens)
+      used = spent[model]
+      used[0] += _number(a.get("input_tokens")) or 0.0
+      used[1] += out_tokens
+      used[2] += 1
+  order = {c: i for i, c in enumerate(CONDITIONS)}
+  prices = prices or {}
+  return {
+    "latency": [
+      {"model": m, "reasoning_effort": e, "n": len(v), "mean_latency_s": float(np.mean(v))}
+      for (m, e), v in sorted(latency.items())
+    ],
+    "tokens": [
+      {
+        "model": m,
+        "reasoning_effort": e,
+        "condition": c,
+        "n": len(v),
+        "mean_output_tokens": float(np.mean(v)),
+      }
+      for (m, e, c), v in sorted(tokens.items(), key=lambda kv: (*kv[0][:2], order[kv[0][2]]))
+    ],
+    "cost": [
+      {
+        "model": m,
+        "answers": spent[m][2],
+        "input_tokens": spent[m][0],
+        "output_tokens": spent[m][1],
+        "usd_per_mtok": list(prices[m]),
+        "usd": (spent[m][0] * prices[m][0] + spent[m][1] * prices[m][1]) / 1e6,
+      }
+      for m in sorted(spent)
+      if m in prices
+    ],
+  }
+
+
+def usage_markdown(usage: dict) -> str:
+  lines = [
+    "Table 4: mean latency per move (seconds of the answered request).",
+    "",
+    "| Model | Effort | n | Mean latency (s) |",
+    "|---|---|---|---|",
+  ]
+  lines += [
+    f"| {r['model']} | {r['reasoning_effort']} | {r['n']} | {r['mean_latency_s']:.2f} |"
+    for r in usage["latency"]
+  ]
+  lines += [
+    "",
+    "Table 5: mean output tokens per move (reasoning included), by condition.",
+    "",
+    "| Model | Effort | Condition | n | Mean output tokens |",
+    "|---|---|---|---|---|",
+  ]
+  lines += [
+    f"| {r['model']} | {r['reasoning_effort']} | {r['condition']} | {r['n']} | "
+    f"{r['mean_output_tokens']:.1f} |"
+    for r in usage["tokens"]
+  ]
+  for r in usage["cost"]:
+    lines += [
+      "",
+      f"Cost of {r['model']}: ${r['usd']:.4f} for {r['answers']} answers "
+      f"({r['input_tokens']:.0f} input, {r['output_tokens']:.0f} output tokens at "
+      f"${r['usd_per_mtok'][0]:g} / ${r['usd_per_mtok'][1]:g} per million).",
+    ]
   return "\n".join(lines) + "\n"
 
 
@@ -145,7 +264,7 @@ def save_figure(report: dict, path: Path) -> None:
   rows = report["summary"]["groups"]
   models = sorted({(r["model"], r["reasoning_effort"]) for r in rows})
   conditions = [
-    c for c in ("standard", "atomic", "atomic_no_rules") if any(r["condition"] == c for r in rows)
+    c for c in ("chess", "atomic", "atomic_no_rules") if any(r["condition"] == c for r in rows)
   ]
   width = 0.8 / max(1, len(conditions))
   fig = Figure(figsize=(max(5, 1.8 * len(models) + 2), 3.8), dpi=100)
@@ -180,9 +299,22 @@ def save_figure(report: dict, path: Path) -> None:
 # Command line
 
 
+def _price(text: str) -> tuple[str, tuple[float, float]]:
+  model, sep, rest = text.rpartition("=")
+  try:
+    inp, out = (float(x) for x in rest.split(","))
+  except ValueError:
+    raise argparse.ArgumentTypeError(
+      f"expected MODEL=INPUT,OUTPUT (USD per 1M), got {text!r}"
+    ) from None
+  if not sep or not model:
+    raise argparse.ArgumentTypeError(f"expected MODEL=INPUT,OUTPUT (USD per 1M), got {text!r}")
+  return model, (inp, out)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  p.add_argument("--positions", required=True, help="JSONL from data_prep.atomic_positions")
+  p.add_argument("--positions", help="JSONL from data_prep.atomic_positions (not for --usage-only)")
   p.add_argument("--answers", required=True, nargs="+", help="answer JSONL file(s)")
   p.add_argument("--out", required=True, help="output directory")
   p.add_argument("--depth", type=int, help="engine depth (default: the positions' depth)")
@@ -192,13 +324,35 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--cache", default=None, help="sqlite cache path, or 'none' (default: per user)")
   p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
   p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-  return p.parse_args(argv)
+  p.add_argument(
+    "--price",
+    type=_price,
+    action="append",
+    default=[],
+    metavar="MODEL=IN,OUT",
+    help="USD per million input and output tokens of a model (repeatable): adds a cost line",
+  )
+  p.add_argument(
+    "--usage-only", action="store_true", help="only Tables 4 and 5 (and cost), no scoring"
+  )
+  args = p.parse_args(argv)
+  if not args.usage_only and not args.positions:
+    p.error("--positions is required (except with --usage-only)")
+  return args
+
+
+def _missing_inputs(args) -> list[str]:
+  paths = ([args.positions] if args.positions else []) + list(args.answers)
+  return [path for path in paths if not Path(path).is_file()]
 
 
 def load_inputs(args) -> tuple[dict, list[dict], list[str]]:
-  """Positions by FEN, answers whose FEN is a known position, and every problem found."""
+  """Positions by FEN, answers whose FEN is a known position, and every problem found.
+
+  Positions written before the rule set was named "chess" carry source "standard": read as
+  "chess"."""
   rows, problems = read_jsonl(args.positions, ("fen", "source"))
-  positions = {r["fen"]: r for r in rows}
+  positions = {r["fen"]: {**r, "source": variant_name(r["source"])} for r in rows}
   answers = []
   for path in args.answers:
     found, bad = read_jsonl(path, ("fen", "move"))
@@ -216,9 +370,42 @@ def load_inputs(args) -> tuple[dict, list[dict], list[str]]:
   return positions, answers, problems
 
 
+def variant_name(name: str) -> str:
+  """A source or rule-set name with the old "standard" read as "chess"; others unchanged."""
+  return "chess" if name == "standard" else name
+
+
+def usage_only(args) -> int:
+  answers, problems = [], []
+  for path in args.answers:
+    found, bad = read_jsonl(path)
+    answers += found
+    problems += bad
+  for p in problems:
+    logging.warning("skipped: %s", p)
+  usage = usage_summary(answers, dict(args.price))
+  if not usage["latency"] and not usage["tokens"]:
+    print("the answers record no latency or tokens (written by an API picker?)", file=sys.stderr)
+    return 1
+  out = Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  write_json(out / "usage.json", usage)
+  text = usage_markdown(usage)
+  write_text(out / "usage.md", text)
+  print(text)
+  print(f"wrote {out}/usage.md, usage.json")
+  return 0
+
+
 def main(argv=None) -> int:
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
   args = parse_args(argv)
+  missing = _missing_inputs(args)
+  if missing:
+    print(f"no such file: {', '.join(missing)}", file=sys.stderr)
+    return 1
+  if args.usage_only:
+    return usage_only(args)
   positions, answers, problems = load_inputs(args)
   for p in problems:
     logging.warning("skipped: %s", p)
@@ -251,6 +438,7 @@ def main(argv=None) -> int:
     return 1
   summary = summarise(scored, n_boot=args.bootstrap, seed=args.seed, thresholds=thresholds)
   report["summary"] = summary
+  report["usage"] = usage_summary(answers, dict(args.price))
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   write_text(out / "scored.jsonl", "".join(json.dumps(s) + "\n" for s in scored))

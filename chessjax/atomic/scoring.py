@@ -128,13 +128,13 @@ def normalise_answer(answer: dict) -> dict:
 
 
 def condition_of(answer: dict) -> str:
-  """Prompt condition of an answer: `atomic`, `atomic_no_rules` or `standard`."""
+  """Prompt condition of an answer: `atomic`, `atomic_no_rules` or `chess`."""
   variant, prompt = answer_variant(answer), answer.get("prompt", "rules")
   if prompt not in ("rules", "no_rules") or (prompt == "no_rules" and variant != "atomic"):
     raise ValueError(f"prompt must be 'rules' or (atomic only) 'no_rules', got {prompt!r}")
   if prompt == "no_rules":
     return "atomic_no_rules"
-  return "atomic" if variant == "atomic" else "standard"
+  return "atomic" if variant == "atomic" else "chess"
 
 
 def move_status(fen: str, variant: str, move) -> str:

@@ -3,7 +3,7 @@
 positions (filtered and unfiltered) -> move-pickers -> scoring report, then a rerun from the cache.
 The checks are consistency laws that hold for any engine version: an engine answering under its
 own rules at the positions' depth plays the recorded best move; Stockfish answering atomic prompts
-loses exactly the recorded atomic Win% drop of the standard-best move, always >= the MISTAKE
+loses exactly the recorded atomic Win% drop of the chess-best move, always >= the MISTAKE
 threshold on filtered positions.
 """
 
@@ -39,24 +39,30 @@ def test_filtered_positions_satisfy_the_filter(positions):
   tmp, out = positions
   rows = _read(out)
   summary = json.loads(out.with_name(out.name + ".summary.json").read_text())
-  assert [r["source"] for r in rows] == ["standard"] * 2 + ["atomic"] * 2
+  assert [r["source"] for r in rows] == ["chess"] * 2 + ["atomic"] * 2
   assert all(r["synthetic"] for r in rows if r["source"] == "atomic")
-  assert summary["counts"]["standard"]["kept"] == 2 and summary["counts"]["atomic"]["kept"] == 2
+  assert summary["counts"]["chess"]["kept"] == 2 and summary["counts"]["atomic"]["kept"] == 2
   assert summary["engines"]["chess"]["name"].startswith("Stockfish")
   assert summary["engines"]["atomic"]["name"].startswith("Fairy-Stockfish")
   for r in rows:
     assert r["depth"] == DEPTH
-    std, atm, cross = r["best"]["chess"], r["best"]["atomic"], r["standard_best_under_atomic"]
+    std, atm, cross = r["best"]["chess"], r["best"]["atomic"], r["chess_best_under_atomic"]
     assert std["move"] != atm["move"]
     assert std["move"] in r["legal_moves"]["atomic"] and cross["move"] == std["move"]
     assert None is std["mate"] is atm["mate"] is cross["mate"]
     drop = scoring.win_percent(scoring.clamp_cp(atm["cp"], None))
     drop -= scoring.win_percent(scoring.clamp_cp(cross["cp"], None))
-    assert drop == pytest.approx(r["standard_best_atomic_win_drop"]) and drop >= 20.0
+    assert drop == pytest.approx(r["chess_best_atomic_win_drop"]) and drop >= 20.0
     assert r["legal_moves"]["chess"] == sorted(m.uci() for m in chess.Board(r["fen"]).legal_moves)
     atomic_board = chess.variant.AtomicBoard(r["fen"])
     assert r["legal_moves"]["atomic"] == sorted(m.uci() for m in atomic_board.legal_moves)
-    assert r["prompts"]["standard"] == prompts.render("standard", r["fen"])
+    assert r["prompts"]["chess"] == prompts.render("chess", r["fen"])
+    # The move history from the source game's start reaches the position.
+    board = prompts.VARIANT_BOARD[r["game_variant"]]()
+    for uci in r["moves"]:
+      board.push_uci(uci)
+    assert board.fen() == r["fen"] and len(r["moves"]) == r["ply"]
+    assert r["game_variant"] == r["source"]
     assert set(r["prompts"]) == set(prompts.CONDITIONS)
 
 
@@ -108,7 +114,7 @@ def test_pickers_and_scoring_report(positions):
       assert s["best"] and s["move"] == position["best"]["atomic"]["move"]
     if s["model"].startswith("Stockfish") and s["variant"] == "atomic":
       assert s["move"] == position["best"]["chess"]["move"]
-      assert s["win_loss"] == pytest.approx(position["standard_best_atomic_win_drop"])
+      assert s["win_loss"] == pytest.approx(position["chess_best_atomic_win_drop"])
       assert s["category"] in ("MISTAKE", "BLUNDER")
   assert (report_dir / "win_loss.png").read_bytes()[:4] == b"\x89PNG"
   assert "| atomic |" in (report_dir / "report.md").read_text()

@@ -149,7 +149,7 @@ def test_score_answers_exact_values():
     {"fen": START, "variant": "atomic", "move": "e1e2", "model": "m"},
     {"fen": START, "variant": "atomic", "move": "Nf3", "model": "m", "prompt": "no_rules"},
   ]
-  positions = {START: {"fen": START, "source": "standard"}}
+  positions = {START: {"fen": START, "source": "chess"}}
   scored = scoring.score_answers(answers, positions, pools, depth=9)
   loss = [s["win_loss"] for s in scored]
   assert loss[0] == 0.0 and scored[0]["best"] and scored[0]["category"] == "GOOD"
@@ -161,7 +161,7 @@ def test_score_answers_exact_values():
   assert scored[4]["category"] == "ILLEGAL" and scored[4]["played_cp"] == -1000
   assert loss[4] == pytest.approx(reference_win(200) - reference_win(-1000), abs=1e-12)
   assert scored[5]["category"] == "UNPARSABLE" and scored[5]["condition"] == "atomic_no_rules"
-  assert {s["source"] for s in scored} == {"standard"}
+  assert {s["source"] for s in scored} == {"chess"}
   assert {s["depth"] for s in scored} == {9}
   # One best-line request per (FEN, variant) and one restricted request per non-best legal move.
   assert sorted(r[3] or () for r in pools["chess"].requests) == [(), ("e2e3",)]
@@ -179,12 +179,12 @@ def test_answers_with_the_old_ruleset_field_score_the_same():
     {"fen": START, "ruleset": "atomic", "move": "e2e4", "model": "m"},
     {"fen": START, "ruleset": "atomic", "move": "Nf3", "model": "m", "prompt": "no_rules"},
   ]
-  positions = {START: {"fen": START, "source": "standard"}}
+  positions = {START: {"fen": START, "source": "chess"}}
   scored_new = scoring.score_answers(new, positions, _scripted_pools(), depth=9)
   scored_old = scoring.score_answers(old, positions, _scripted_pools(), depth=9)
   assert scored_old == scored_new
   assert [s["variant"] for s in scored_old] == ["chess", "atomic", "atomic"]
-  assert [s["condition"] for s in scored_old] == ["standard", "atomic", "atomic_no_rules"]
+  assert [s["condition"] for s in scored_old] == ["chess", "atomic", "atomic_no_rules"]
   assert all("ruleset" not in s for s in scored_old)
   # Both fields may be present when they agree; "standard" is read as "chess" in either.
   assert scoring.answer_variant({"variant": "chess", "ruleset": "standard"}) == "chess"
@@ -208,6 +208,7 @@ def test_cli_reads_old_answer_files(tmp_path):
   args = report.parse_args(["--positions", str(positions), "--answers", str(answers), "--out", "x"])
   found, answers_ok, problems = report.load_inputs(args)
   assert problems == [] and len(answers_ok) == 3
+  assert found[START]["source"] == "chess"  # an old positions file's "standard" source
   variants = [scoring.normalise_answer(a)["variant"] for a in answers_ok]
   assert variants == ["chess", "atomic", "chess"]
 
@@ -227,12 +228,15 @@ def test_summary_rates_ratio_and_markdown(tmp_path):
   )
   summary = report.summarise(scored, n_boot=200, seed=0)
   by_condition = {g["condition"]: g for g in summary["groups"]}
-  assert by_condition["standard"]["n"] == 2 and by_condition["standard"]["best_rate"] == 0.5
+  assert by_condition["chess"]["n"] == 2 and by_condition["chess"]["best_rate"] == 0.5
   assert by_condition["atomic"]["rates"]["UNPARSABLE"] == 0.5
-  expected = np.mean([s["win_loss"] for s in scored if s["variant"] == "atomic"]) / np.mean(
+  expected_diff = np.mean([s["win_loss"] for s in scored if s["variant"] == "atomic"]) - np.mean(
     [s["win_loss"] for s in scored if s["variant"] == "chess"]
   )
-  assert summary["ratios"][0]["atomic_over_standard"] == pytest.approx(expected)
+  chess_loss = np.mean([s["win_loss"] for s in scored if s["variant"] == "chess"])
+  assert chess_loss < report.RATIO_MIN_LOSS  # 0.9 Win% points: a ratio would mean nothing
+  assert summary["ratios"][0]["atomic_over_chess"] is None
+  assert summary["ratios"][0]["atomic_minus_chess"] == pytest.approx(expected_diff)
   data = {
     "n_answers": 4,
     "n_positions": 1,
@@ -241,7 +245,8 @@ def test_summary_rates_ratio_and_markdown(tmp_path):
     "summary": summary,
   }
   text = report.markdown(data)
-  assert "| m | high | atomic | 2 |" in text and "| m | high | standard | 2 |" in text
+  assert "| m | high | atomic | 2 |" in text and "| m | high | chess | 2 |" in text
+  assert "standard" not in text and "- (chess loss 0.9 < 1)" in text
   report.save_figure(data, tmp_path / "fig.png")
   assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -250,7 +255,8 @@ def test_prompts_follow_the_paper_templates():
   fen = "r1bqkbnr/1pp4p/4ppp1/3p4/3P3Q/2N1PN2/PPP2PPP/R1B1K2R w KQkq - 0 8"
   with_rules = prompts.render("atomic", fen)
   no_rules = prompts.render("atomic_no_rules", fen)
-  standard = prompts.render("standard", fen)
+  standard = prompts.render("chess", fen)
+  assert prompts.render("standard", fen) == standard  # the condition's old name
   assert with_rules.startswith("You are choosing the best move in Atomic chess.")
   assert "4. Kings cannot make captures." in with_rules and "Kings cannot" not in no_rules
   assert f"FEN: {fen}" in standard and "for White in chess using" in standard
@@ -271,7 +277,7 @@ def test_random_picker_is_reproducible_and_legal():
   picks = {picker.pick(query)["move"] for _ in range(5)}
   assert len(picks) == 1 and picks <= set(query.legal_moves)
   assert "e1e2" not in query.legal_moves  # kings cannot capture under atomic rules
-  rows = pickers.answer_positions(picker, [{"fen": fen}], ["atomic_no_rules", "standard"])
+  rows = pickers.answer_positions(picker, [{"fen": fen}], ["atomic_no_rules", "chess"])
   assert [(r["variant"], r["prompt"]) for r in rows] == [
     ("atomic", "no_rules"),
     ("chess", "rules"),
@@ -294,7 +300,7 @@ class FakeClient:
 def test_llm_picker_through_the_adapter():
   client = FakeClient(["I'll play **E2E4**.", "submit_move(g1f3)", "no idea"])
   picker = pickers.LLMPicker(client, "fake-model", "high")
-  rows = pickers.answer_positions(picker, [{"fen": START}], ["atomic", "standard", "standard"])
+  rows = pickers.answer_positions(picker, [{"fen": START}], ["atomic", "chess", "chess"])
   assert [r["move"] for r in rows] == ["e2e4", "g1f3", "no idea"]
   assert rows[0]["tokens"] == 42 and rows[0]["reasoning_effort"] == "high"
   assert "Atomic chess rules:" in client.prompts[0][0] and "g1h3" in client.prompts[0][1]
@@ -326,3 +332,41 @@ def test_cli_rejects_bad_input_lines(tmp_path):
     )
     == 1
   )
+
+
+def test_ratio_only_where_the_chess_loss_is_not_tiny():
+  rows = [
+    {"model": "a", "reasoning_effort": "-", "condition": "atomic", "mean_win_loss": 51.8},
+    {"model": "a", "reasoning_effort": "-", "condition": "chess", "mean_win_loss": 0.3},
+    {"model": "b", "reasoning_effort": "-", "condition": "atomic", "mean_win_loss": 40.0},
+    {"model": "b", "reasoning_effort": "-", "condition": "chess", "mean_win_loss": 10.0},
+  ]
+  ratios = {r["model"]: r for r in report._ratios(rows)}
+  assert ratios["a"]["atomic_over_chess"] is None  # not 172.67x
+  assert ratios["a"]["atomic_minus_chess"] == pytest.approx(51.5)
+  assert ratios["b"]["atomic_over_chess"] == pytest.approx(4.0)
+  assert ratios["b"]["atomic_minus_chess"] == pytest.approx(30.0)
+
+
+def test_missing_answer_file_is_a_clear_error(tmp_path, capsys):
+  positions = tmp_path / "p.jsonl"
+  positions.write_text(json.dumps({"fen": START, "source": "chess", "depth": 5}) + "\n")
+  missing = tmp_path / "nowhere.jsonl"
+  argv = ["--positions", str(positions), "--answers", str(missing), "--out", str(tmp_path / "o")]
+  assert report.main(argv) == 1
+  err = capsys.readouterr().err
+  assert err.strip() == f"no such file: {missing}" and "Traceback" not in err
+  assert report.main([*argv[2:], "--usage-only"]) == 1
+  assert not (tmp_path / "o").exists()
+
+
+def test_one_name_for_the_standard_rule_set():
+  """ "chess" everywhere the track names the rule set; "standard" only read as an old name."""
+  assert prompts.CONDITIONS == ("atomic", "atomic_no_rules", "chess")
+  assert set(prompts.CONDITION_VARIANT.values()) == set(prompts.VARIANTS) == {"chess", "atomic"}
+  assert prompts.condition_name("standard") == "chess" == prompts.variant_of("standard")
+  assert report.variant_name("standard") == "chess"
+  args = pickers.parse_args(["--positions", "p", "--out", "o", "--picker", "random"])
+  assert args.conditions == ["atomic", "chess"]
+  old = ["--positions", "p", "--out", "o", "--picker", "random", "--conditions", "standard"]
+  assert pickers.parse_args(old).conditions == ["chess"]
