@@ -4,6 +4,8 @@
 on the device) and, on process 0 only:
 * every `log_every` steps prints an interval line (step, loss, gradient norm, learning rate,
   tokens/s, padding, bad batches, time left) and writes the same scalars to TensorBoard;
+* tokens/s and time left leave compilation out (`compiled`): the loop reports the seconds of each
+  step call that compiled a new batch shape;
 * between those, prints a progress line at least every `progress_seconds`, so a slow run is never
   silent (`make demo` trains for minutes);
 * writes the task's validation summary (line, scalars, images).
@@ -99,24 +101,41 @@ def summary_writer(logdir):
 class TrainLogger:
   """Host-side sums over one logging interval, and where they are written (see module doc)."""
 
-  def __init__(self, workdir, *, total: int, start_step: int, lr_at, progress_seconds: float):
+  def __init__(
+    self,
+    workdir,
+    *,
+    total: int,
+    start_step: int,
+    lr_at,
+    progress_seconds: float,
+    clock=time.perf_counter,
+  ):
     self.total, self.lr_at, self.progress_seconds = total, lr_at, progress_seconds
+    self.clock = clock
     self.chief = workdir is not None
     self.writer = None
     if self.chief:
       self.writer = summary_writer(workdir / "tb")
-    self.last_line = time.perf_counter()
+    self.last_line = self.clock()
     self._reset()
 
   def _reset(self) -> None:
     self.losses, self.norms, self.tokens, self.cells = [], [], 0, 0
-    self.start = time.perf_counter()
+    self.start = self.clock()
+    self.compile_seconds = 0.0  # Of this interval: left out of tokens/s and time left.
     self.last_out = {}
+
+  def compiled(self, seconds: float) -> None:
+    """`seconds` of this interval went into compiling a step (the call of a step whose batch
+    shape was new): tokens/s and time left count only the time spent running steps, so the
+    first estimates of a run are not inflated by its compilations."""
+    self.compile_seconds += seconds
 
   def message(self, text: str) -> None:
     if self.chief:
       print(text, flush=True)
-      self.last_line = time.perf_counter()
+      self.last_line = self.clock()
 
   def add(self, pending: Pending) -> None:
     out = jax.device_get(pending.out)
@@ -127,7 +146,7 @@ class TrainLogger:
     self.last_out = out
 
   def _rates(self, step: int) -> dict:
-    seconds = max(time.perf_counter() - self.start, 1e-9)
+    seconds = max(self.clock() - self.start - self.compile_seconds, 1e-9)
     finite = [x for x in self.losses if math.isfinite(x)]
     steps_per_s = len(self.losses) / seconds
     return {
@@ -139,7 +158,7 @@ class TrainLogger:
     }
 
   def progress_due(self) -> bool:
-    return self.chief and time.perf_counter() - self.last_line >= self.progress_seconds
+    return self.chief and self.clock() - self.last_line >= self.progress_seconds
 
   def progress(self, step: int) -> None:
     """A progress line from the interval so far (the steps the host has read)."""

@@ -6,7 +6,8 @@ r"""Training entry point.
 Multi-host: on a Cloud TPU VM slice or in a multi-task SLURM job `jax.distributed.initialize()`
 finds its peers by itself; elsewhere set CHESSJAX_COORDINATOR (host:port),
 CHESSJAX_NUM_PROCESSES and CHESSJAX_PROCESS_ID on every process. Rerunning the same command
-resumes from the workdir.
+resumes from the workdir. Compiled programs are cached per host (`chessjax.runtime`,
+`--config.train.compilation_cache=DIR`, "" for none).
 """
 
 import logging
@@ -16,7 +17,7 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from chessjax import train
+from chessjax import memory, runtime, train
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config file (configs/cwm.py:family=...,size=...)")
@@ -50,10 +51,15 @@ def main(argv) -> None:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
   logging.getLogger("absl").setLevel(logging.WARNING)
-  initialize_distributed()
   config = FLAGS.config
+  # Before any compilation (and before backends start, which logs the probe it quiets).
+  runtime.setup(config.train.get("compilation_cache", runtime.AUTO))
+  initialize_distributed()
   config.lock()
-  train.train_and_evaluate(config, FLAGS.workdir)
+  try:
+    train.train_and_evaluate(config, FLAGS.workdir)
+  except memory.StepTooLarge as e:
+    raise SystemExit(f"error: {e}") from None
 
 
 if __name__ == "__main__":

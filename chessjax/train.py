@@ -23,6 +23,7 @@ and its `mask` (True on scored positions, used to count tokens).
 import dataclasses
 import json
 import logging
+import time
 from functools import partial
 
 import jax
@@ -32,9 +33,10 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding
 
-from chessjax import evaluation, logs, optim, sharding
+from chessjax import evaluation, logs, memory, optim, sharding
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.data import pipeline, read_manifest
+from chessjax.data.plan import bucket_length
 from chessjax.files import as_path, write_json, write_text
 from chessjax.models import count_params, create_model
 from chessjax.task import Task, get_task, task_name
@@ -43,7 +45,11 @@ log = logging.getLogger(__name__)
 
 
 class NonFiniteError(RuntimeError):
-  """Training produced too many consecutive non-finite batches."""
+  """Training produced too many consecutive non-finite batches (counters as the guard read them)."""
+
+  def __init__(self, message: str, *, step: int = 0, bad_batches: int = 0, rollbacks: int = 0):
+    super().__init__(message)
+    self.step, self.bad_batches, self.rollbacks = step, bad_batches, rollbacks
 
 
 @dataclasses.dataclass
@@ -80,14 +86,74 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack(leaves))
 
 
-def train_step(graphdef, tx, task: Task, snapshot_every: int, state: dict, batch: dict):
-  """One optimisation step with the non-finite guard. Pure; jitted once per batch shape."""
+def loss_weight(task: Task, batch: dict) -> jax.Array:
+  """The number the task's loss divides its summed per-token losses by (token pooling): the task's
+  `loss_weight(batch)` if it has one, else the sum of the batch's `weights` (the LM task), else of
+  its `mask` (the world-model task). Only micro-batching needs it."""
+  if hasattr(task, "loss_weight"):
+    return jnp.asarray(task.loss_weight(batch), jnp.float32)
+  key = "weights" if "weights" in batch else "mask"
+  return jnp.sum(batch[key].astype(jnp.float32))
 
-  model = nnx.merge(graphdef, state["params"], state["model_state"])
+
+def _loss_and_grads(task: Task, model, batch: dict):
   # nnx.value_and_grad (not jax's) so that dropout may advance the model's RNG counters inside
   # the differentiated function; gradients are taken w.r.t. the nnx.Param variables only.
-  loss, grads = nnx.value_and_grad(lambda m: task.loss(m, batch, train=True))(model)
-  model_state = nnx.state(model, nnx.Not(nnx.Param))
+  return nnx.value_and_grad(lambda m: task.loss(m, batch, train=True))(model)
+
+
+def accumulated_loss_and_grads(graphdef, task: Task, params, model_state, batch: dict, n: int):
+  """Loss and gradients of a batch computed over `n` micro-batches of `B / n` rows in turn
+  (`jax.lax.scan`, so only one micro-batch's activations live at a time).
+
+  The task's loss pools over tokens (summed per-token losses / tokens of the whole batch), so
+  micro-batch i, whose own loss is S_i / w_i, enters with weight w_i / sum(w) (`loss_weight`):
+  sum_i (w_i / W) S_i / w_i = S / W, the full batch's loss, and likewise its gradient, to float
+  rounding. Micro-batch i holds rows i, i + n, i + 2n, ... so every device keeps its share of each
+  micro-batch under data parallelism. Dropout draws its masks per micro-batch: with dropout the
+  step is the batch's step in distribution, without it the same step.
+  """
+  if n == 1:
+    model = nnx.merge(graphdef, params, model_state)
+    loss, grads = _loss_and_grads(task, model, batch)
+    return loss, grads, nnx.state(model, nnx.Not(nnx.Param))
+
+  def split(x):
+    return x.reshape(x.shape[0] // n, n, *x.shape[1:]).swapaxes(0, 1)
+
+  micro = jax.tree.map(split, batch)
+
+  def body(carry, mb):
+    # The parameters travel in the carry (unchanged) so that the model is merged, and its
+    # dropout RNG counters advanced, at the scan's own trace level, as nnx requires.
+    params, loss_sum, grad_sum, weight_sum, model_state = carry
+    model = nnx.merge(graphdef, params, model_state)
+    loss, grads = _loss_and_grads(task, model, mb)
+    w = loss_weight(task, mb)
+    grad_sum = jax.tree.map(lambda a, g: a + w * g, grad_sum, grads)
+    model_state = nnx.state(model, nnx.Not(nnx.Param))
+    return (params, loss_sum + w * loss, grad_sum, weight_sum + w, model_state), None
+
+  zero = jnp.zeros((), jnp.float32)
+  grads0 = jax.tree.map(jnp.zeros_like, params)
+  (_, loss_sum, grad_sum, weight_sum, model_state), _ = jax.lax.scan(
+    body, (params, zero, grads0, zero, model_state), micro
+  )
+  scale = 1.0 / jnp.maximum(weight_sum, 1.0)
+  grads = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grad_sum)
+  return loss_sum * scale, grads, model_state
+
+
+def train_step(
+  graphdef, tx, task: Task, snapshot_every: int, state: dict, batch: dict, *, micro_batches=1
+):
+  """One optimisation step with the non-finite guard. Pure; jitted once per batch shape.
+  `micro_batches` > 1 accumulates the gradient over that many slices of the batch (same step,
+  less memory: `accumulated_loss_and_grads`)."""
+
+  loss, grads, model_state = accumulated_loss_and_grads(
+    graphdef, task, state["params"], state["model_state"], batch, micro_batches
+  )
   grad_norm = optax.tree.norm(grads)
   updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   params = optax.apply_updates(state["params"], updates)
@@ -139,7 +205,7 @@ def predict(graphdef, params, model_state, tokens):
 
 
 def build_model(config: ml_collections.ConfigDict, task: Task) -> nnx.Module:
-  return create_model(
+  model = create_model(
     config.family,
     config.size,
     seed=config.seed,
@@ -147,6 +213,36 @@ def build_model(config: ml_collections.ConfigDict, task: Task) -> nnx.Module:
     **task.model_kwargs,
     **config.model.to_dict(),
   )
+  if config.get("train", {}).get("remat", False):
+    set_remat(model)
+  return model
+
+
+def set_remat(model: nnx.Module, remat: bool = True) -> None:
+  """Rematerialisation: every residual stack (`chessjax.models.stack.Stack`) of `model` keeps only
+  each block's input for the backward pass and recomputes the block's activations there
+  (`nnx.remat`, i.e. `jax.checkpoint`): activation memory of one block instead of all, for about
+  one more forward pass of compute. Same values; parameters and checkpoints are unchanged."""
+  from chessjax.models.stack import Stack
+
+  stacks = [m for _, m in nnx.iter_modules(model) if isinstance(m, Stack)]
+  if not stacks:
+    raise ValueError(
+      f"train.remat: {type(model).__name__} has no residual stack (chessjax.models.stack.Stack) "
+      "whose blocks could be recomputed"
+    )
+  for stack in stacks:
+    stack.remat = remat
+
+
+def micro_batches(config) -> int:
+  """`train.micro_batches` (default 1), checked against the global batch size."""
+  n = int(config.train.get("micro_batches", 1))
+  if n < 1 or config.data.batch_size % n:
+    raise ValueError(
+      f"train.micro_batches={n} must be >= 1 and divide data.batch_size={config.data.batch_size}"
+    )
+  return n
 
 
 def build(
@@ -168,7 +264,14 @@ def build(
     task=task,
     graphdef=graphdef,
     train_step=jax.jit(
-      partial(train_step, graphdef, tx, task, config.train.snapshot_every),
+      partial(
+        train_step,
+        graphdef,
+        tx,
+        task,
+        config.train.snapshot_every,
+        micro_batches=micro_batches(config),
+      ),
       out_shardings=(state_sharding, replicated),
       donate_argnums=0,
     ),
@@ -256,10 +359,26 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   step, pending = start_step, None
   last_eval = {}
   best = Checkpointer(workdir, max_to_keep=1, subdir="best") if val_batches else None
+  steps = {}  # Batch shape -> its compiled train step.
+  longest = bucket_length(int(train_iter.plan.lengths.max()), config.data.bucket_lengths)
   try:
     while step < total and not selection.stopped:
       batch = next(train_iter)
-      state, out = run.train_step(state, evaluation.device_batch(batch, run))
+      device_batch = evaluation.device_batch(batch, run)
+      shape = tuple(batch[k].shape for k in task.batch_keys)
+      started = time.perf_counter()
+      if shape not in steps and not hasattr(run.train_step, "lower"):
+        # A wrapped step (tests, benchmark glue): compiled by its first call, timed as such.
+        steps[shape] = run.train_step
+        state, out = run.train_step(state, device_batch)
+        logger.compiled(time.perf_counter() - started)
+      else:
+        if shape not in steps:
+          steps[shape] = run.train_step.lower(state, device_batch).compile()
+          if len(steps) == 1:
+            _check_memory(config, run, state, device_batch, steps, longest)
+          logger.compiled(time.perf_counter() - started)
+        state, out = steps[shape](state, device_batch)
       step += 1
       # Read the previous step's outputs only now, so the host never waits on the device.
       if pending is not None:
@@ -291,6 +410,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
       if validated and chief:
         # After the checkpoints are started: a rerun sees the selection of the saved state.
         selection.write()
+  except NonFiniteError as e:
+    # The run's health for the sweep's selection rule (an aborted stage-2 run is replaced).
+    summary = {
+      "task": task_name(config),
+      "family": config.family,
+      "size": config.size,
+      "params": n_params,
+      "steps": e.step,
+      "total_steps": total,
+      "resumed_from": start_step,
+      "aborted": True,
+      "abort_reason": str(e),
+      "bad_batches": e.bad_batches,
+      "rollbacks": e.rollbacks,
+      "validation": {k: v for k, v in last_eval.items() if k != "bins"},
+    }
+    if chief:
+      write_json(workdir / "train_summary.json", summary)
+    raise
   finally:
     ckpt.close()
     if best is not None:
@@ -307,6 +445,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     "steps": step,
     "total_steps": total,
     "resumed_from": start_step,
+    "aborted": False,
     "stopped_early": selection.stopped,
     "best_step": selection.best_step,
     "bad_batches": int(state["bad_batches"]),
@@ -390,11 +529,47 @@ def _validation_batches(config, task: Task) -> list[dict]:
   return batches
 
 
+def _check_memory(config, run: Run, state, batch: dict, steps: dict, longest: int) -> None:
+  """Stops before the first step when the run's steps will not fit in memory
+  (`chessjax.memory`): the first step's compiled program exactly, the run's longest batch
+  (`longest` tokens) extrapolated from it, and compiled and checked exactly when that estimate
+  does not fit (the program is kept in `steps`)."""
+  limit_gb = config.train.get("memory_limit_gb", 0.0)  # 0: what the machine has.
+  limit = int(limit_gb * 2**30) if limit_gb else memory.available_bytes()
+  (compiled,) = steps.values()
+  needed = memory.program_bytes(compiled)
+  n = micro_batches(config)
+  what = (
+    f"the train step ({config.family} {config.size}, batch {config.data.batch_size}"
+    + (f" in {n} micro-batches" if n > 1 else "")
+    + (", remat" if config.train.get("remat", False) else "")
+  )
+  t = max(x.shape[1] for x in batch.values() if x.ndim > 1)
+  memory.check(needed, limit, f"{what}, {t} tokens)")
+  if needed is None or limit is None or longest <= t:
+    return
+  args = compiled.memory_analysis().argument_size_in_bytes
+  if args + (needed - args) * (longest / t) ** 2 <= limit:
+    return
+  like = {
+    k: jax.ShapeDtypeStruct(
+      (x.shape[0], longest, *x.shape[2:]) if x.ndim > 1 else x.shape, x.dtype, sharding=x.sharding
+    )
+    for k, x in batch.items()
+  }
+  longest_step = run.train_step.lower(state, like).compile()
+  steps[tuple(like[k].shape for k in run.task.batch_keys)] = longest_step
+  memory.check(memory.program_bytes(longest_step), limit, f"{what}, {longest} tokens)")
+
+
 def _check_finite(pending: "logs.Pending", max_bad: int) -> None:
   out = jax.device_get(pending.out)
   if int(out["bad_in_a_row"]) >= max_bad:
     raise NonFiniteError(
       f"step {pending.step}: {int(out['bad_in_a_row'])} consecutive batches with a non-finite "
       f"loss, gradient or parameters ({int(out['bad_batches'])} in all, {int(out['rollbacks'])} "
-      "rollbacks); lower the learning rate or check the data"
+      "rollbacks); lower the learning rate or check the data",
+      step=pending.step,
+      bad_batches=int(out["bad_batches"]),
+      rollbacks=int(out["rollbacks"]),
     )

@@ -69,7 +69,9 @@ def test_every_config_locks_and_builds(family):
 
 
 def test_config_arg_errors():
-  with pytest.raises(ValueError, match="unknown family"):
+  with pytest.raises(ValueError, match="unknown model family 'nope'"):
+    cwm.get_config("family=nope")
+  with pytest.raises(ValueError, match="unknown size 'd128' for lstm"):  # a family, not of the grid
     cwm.get_config("family=lstm")
   with pytest.raises(ValueError, match="unknown config arg"):
     cwm.get_config("famly=slice")
@@ -214,6 +216,10 @@ def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config.optim.warmup_steps = 1
   with pytest.raises(train.NonFiniteError, match="consecutive"):
     train.train_and_evaluate(config, tmp_path / "nan")
+  # The aborted run leaves its health for the sweep's selection rule.
+  summary = json.loads((tmp_path / "nan" / "train_summary.json").read_text())
+  assert summary["aborted"] and "consecutive" in summary["abort_reason"]
+  assert summary["bad_batches"] >= 3 and summary["steps"] < 8
 
 
 def run_losses(dataset, devices, steps=3) -> list[float]:

@@ -18,6 +18,10 @@ from flax import nnx
 
 
 class Stack(nnx.Module):
+  # Recompute each block's activations in the backward pass (`nnx.remat`); the training loop
+  # sets it for `train.remat` (`chessjax.train.set_remat`). Values and parameters are unchanged.
+  remat: bool = False
+
   def __init__(self, cfg, *, embed, blocks, norm=None, embed_drop=None, pos_embed=None):
     self.cfg = cfg
     self.embed = embed
@@ -50,7 +54,10 @@ class Stack(nnx.Module):
     h = self._embed(tokens_BT, train)
     hiddens = [h]
     for blk in self.blocks:
-      h = blk(h, train=train)
+      if self.remat:
+        h = nnx.remat(lambda b, x: b(x, train=train))(blk, h)
+      else:
+        h = blk(h, train=train)
       hiddens.append(h)
     return (self._out(h), hiddens) if return_hiddens else self._out(h)
 

@@ -45,7 +45,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from chessjax import evaluation, labels, workdir
+from chessjax import evaluation, labels, runtime, workdir
 from chessjax.data import pipeline
 from chessjax.data.source import GameSource, read_manifest
 from chessjax.encoding import id_to_move
@@ -427,6 +427,7 @@ def main(argv=None) -> int:
   ap.add_argument("--max-games", type=int, default=None, help="only the first N games of each")
   ap.add_argument("--boards", type=int, default=5, help="failure boards drawn per dataset")
   args = ap.parse_args(argv)
+  runtime.setup_for_workdir(args.workdir)
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
   logging.getLogger("absl").setLevel(logging.WARNING)
   if args.batch_size < 1 or (args.max_games is not None and args.max_games < 1):

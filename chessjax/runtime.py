@@ -1,0 +1,80 @@
+"""Process-level JAX set-up shared by every entry point: training (`chessjax.main`) and the
+evaluation commands. Call `setup(...)` once, before the first compilation.
+
+* A persistent XLA compilation cache, on by default in one directory per user shared by every
+  run of the host (`$XDG_CACHE_HOME/chessjax/xla`, else `~/.cache/chessjax/xla`): a sweep's runs
+  with the same shapes (same family, size, batch and length buckets; any seed or learning rate)
+  compile each program once, later runs load it from disk. Programs of every size are cached
+  (training steps on a CPU compile in seconds, each one worth keeping). `train.compilation_cache`
+  names another directory (a bucket URL works too) or "" to switch it off; an explicit
+  JAX_COMPILATION_CACHE_DIR in the environment wins over the default (the test suite uses it).
+  Evaluation commands follow their workdir's setting (`setup_for_workdir`).
+* Quiet backend probing: on a machine without an accelerator JAX tries the TPU (and GPU) plugins
+  and logs "Unable to initialize backend 'tpu'" at INFO level on every run. That one logger
+  (`jax._src.xla_bridge`) is raised to WARNING; a platform the user asked for that fails to start
+  still raises, and JAX's warnings (e.g. a GPU present without a CUDA jaxlib) still show.
+"""
+
+import json
+import logging
+import os
+
+import jax
+
+from chessjax.files import as_path
+
+AUTO = "auto"  # The per-user default directory.
+
+
+def default_cache_dir() -> str:
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "chessjax", "xla")
+
+
+def compilation_cache_dir(setting: str | None = AUTO) -> str:
+  """The directory `setting` means: "auto"/None -> JAX_COMPILATION_CACHE_DIR if set, else the
+  per-user default; "" -> "" (no cache); anything else -> itself (`~` expanded)."""
+  if setting is None or setting == AUTO:
+    return os.environ.get("JAX_COMPILATION_CACHE_DIR") or default_cache_dir()
+  if not setting:
+    return ""
+  return setting if "://" in setting else os.path.expanduser(setting)
+
+
+def enable_compilation_cache(setting: str | None = AUTO) -> str:
+  """Points JAX's persistent compilation cache at `compilation_cache_dir(setting)` (or switches it
+  off for ""), caching every program however small or quick to compile. Returns the directory."""
+  directory = compilation_cache_dir(setting)
+  if not directory:
+    jax.config.update("jax_enable_compilation_cache", False)
+    return ""
+  if "://" not in directory:
+    os.makedirs(directory, exist_ok=True)
+  jax.config.update("jax_enable_compilation_cache", True)
+  jax.config.update("jax_compilation_cache_dir", directory)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return directory
+
+
+def quiet_backend_probe() -> None:
+  """Hides JAX's INFO line for each accelerator plugin that fails to start when none was asked
+  for (real failures raise; warnings still show)."""
+  logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+
+
+def setup(compilation_cache: str | None = AUTO) -> str:
+  """Both of the above; returns the compilation cache directory ("" when off)."""
+  quiet_backend_probe()
+  return enable_compilation_cache(compilation_cache)
+
+
+def setup_for_workdir(workdir) -> str:
+  """`setup` with the training run's own `train.compilation_cache` (evaluation commands)."""
+  setting = AUTO
+  try:
+    config = json.loads((as_path(workdir) / "config.json").read_text())
+    setting = config.get("train", {}).get("compilation_cache", AUTO)
+  except (OSError, ValueError):
+    pass  # Not a workdir (yet): the command reports that itself.
+  return setup(setting)

@@ -1,0 +1,41 @@
+"""The training log's rates: time left and tokens/s leave compilation out."""
+
+import numpy as np
+
+from chessjax import logs
+
+
+class FakeClock:
+  def __init__(self):
+    self.now = 0.0
+
+  def __call__(self) -> float:
+    return self.now
+
+
+def step_outputs(step: int) -> logs.Pending:
+  out = {"loss": np.float32(1.0), "grad_norm": np.float32(0.5), "bad_batches": np.float32(0)}
+  return logs.Pending(step, out, tokens=100, cells=128)
+
+
+def test_time_left_leaves_compilation_out():
+  clock = FakeClock()
+  logger = logs.TrainLogger(
+    None, total=100, start_step=0, lr_at=lambda s: 1e-3, progress_seconds=10.0, clock=clock
+  )
+  # Step 1 compiles for 60 s and runs for 1 s; steps 2..11 run 1 s each; step 6 compiles a second
+  # shape for 30 s.
+  for step in range(1, 12):
+    compile_s = 60.0 if step == 1 else 30.0 if step == 6 else 0.0
+    clock.now += compile_s + 1.0
+    if compile_s:
+      logger.compiled(compile_s)
+    logger.add(step_outputs(step))
+  rates = logger._rates(11)
+  assert rates["eta"] == 89.0  # 89 steps left at 1 step/s; counting compilation: 89 * 101 / 11.
+  assert rates["tokens_per_s"] == 100.0
+  logger.write_interval(11)  # Starts the next interval: no compilation in it.
+  clock.now += 4.0
+  for step in range(12, 16):
+    logger.add(step_outputs(step))
+  assert logger._rates(15)["eta"] == 85.0

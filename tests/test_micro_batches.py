@@ -1,0 +1,132 @@
+"""Gradient accumulation (`train.micro_batches`) and rematerialisation (`train.remat`): the same
+optimisation step as the one-shot batch, for the world-model and the language-model task."""
+
+import jax
+import numpy as np
+import pytest
+
+from chessjax import evaluation, train
+from chessjax.task import get_task
+from configs import cwm
+from configs import lm as lm_config
+
+B, T = 8, 32
+
+
+def world_model_config():
+  # Gated DeltaNet: no dropout, so the accumulated step must equal the one-shot step.
+  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True,model.layers=2")
+  config.data.batch_size = B
+  return config
+
+
+def lm_config_tiny(**model):
+  config = lm_config.get_config("model=gpt2,size=tiny,notation=uci,train=S")
+  config.data.batch_size = B
+  config.model.update(model)
+  return config
+
+
+def world_model_batch(rng):
+  lengths = rng.integers(1, T + 1, size=B)
+  lengths[0] = 0  # A row without scored steps: it must weigh nothing.
+  mask = np.arange(T)[None] < lengths[:, None]
+  return {
+    "moves": rng.integers(1, 1900, size=(B, T)).astype(np.int32),
+    "states": rng.integers(0, 3, size=(B, T, 75)).astype(np.uint8),
+    "mask": mask,
+  }
+
+
+def lm_batch(rng):
+  lengths = rng.integers(2, T + 1, size=B)
+  weights = (np.arange(T)[None] < lengths[:, None]).astype(np.float32)
+  return {
+    "inputs": rng.integers(0, 70, size=(B, T)).astype(np.int32),
+    "targets": rng.integers(0, 70, size=(B, T)).astype(np.int32),
+    "weights": weights,
+    "mask": weights > 0,
+    "moves": lengths.astype(np.float32) / 3,
+  }
+
+
+def build(config, **train_keys):
+  config = config.copy_and_resolve_references()
+  config.train.update(train_keys)
+  return train.build(config, get_task(config), total_steps=10)
+
+
+def one_step(config, batch, **train_keys):
+  """Parameters and outputs after one train step."""
+  _, state, run = build(config, **train_keys)
+  state, out = run.train_step(state, evaluation.device_batch(batch, run))
+  return jax.device_get(state["params"]), jax.device_get(out)
+
+
+def loss_and_grads(config, batch, n):
+  """The step's loss and gradients over `n` micro-batches (before the optimizer)."""
+  _, state, run = build(config)
+  fn = jax.jit(
+    lambda p, s, b: train.accumulated_loss_and_grads(run.graphdef, run.task, p, s, b, n)[:2]
+  )
+  device = evaluation.device_batch(batch, run)
+  return jax.device_get(fn(state["params"], state["model_state"], device))
+
+
+def assert_same_step(a, b, *, rtol, atol):
+  (params_a, out_a), (params_b, out_b) = a, b
+  np.testing.assert_allclose(out_a["loss"], out_b["loss"], rtol=rtol)
+  np.testing.assert_allclose(out_a["grad_norm"], out_b["grad_norm"], rtol=rtol)
+  leaves_a, leaves_b = jax.tree.leaves(params_a), jax.tree.leaves(params_b)
+  assert len(leaves_a) == len(leaves_b) > 0
+  for x, y in zip(leaves_a, leaves_b, strict=True):
+    np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["world_model", "lm"])
+def test_micro_batches_make_the_full_batch_step(task):
+  rng = np.random.default_rng(0)
+  if task == "world_model":
+    config, batch = world_model_config(), world_model_batch(rng)
+  else:
+    config, batch = lm_config_tiny(dropout=0.0), lm_batch(rng)
+  full_loss, full_grads = loss_and_grads(config, batch, 1)
+  loss, grads = loss_and_grads(config, batch, 4)
+  np.testing.assert_allclose(loss, full_loss, rtol=1e-6)
+  leaves, full_leaves = jax.tree.leaves(grads), jax.tree.leaves(full_grads)
+  assert len(leaves) == len(full_leaves) > 0
+  for g, f in zip(leaves, full_leaves, strict=True):
+    np.testing.assert_allclose(g, f, rtol=1e-4, atol=1e-6 * max(np.abs(f).max(), 1e-12))
+  # The micro-batches hold different numbers of scored tokens, so 1/n weights would be wrong.
+  key = "weights" if "weights" in batch else "mask"
+  assert len({float(batch[key][i::4].sum()) for i in range(4)}) > 1
+  # The jitted train step (guard and optimizer around it) reports the same loss and norm.
+  out_full, out = one_step(config, batch)[1], one_step(config, batch, micro_batches=4)[1]
+  np.testing.assert_allclose(out["loss"], out_full["loss"], rtol=1e-6)
+  np.testing.assert_allclose(out["grad_norm"], out_full["grad_norm"], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_remat_recomputes_the_same_step_dropout_included():
+  config, batch = lm_config_tiny(dropout=0.1), lm_batch(np.random.default_rng(1))
+  plain = one_step(config, batch)
+  remat = one_step(config, batch, remat=True)
+  assert_same_step(plain, remat, rtol=1e-6, atol=1e-7)
+  # Both together, dropout on (the memory-saving setting of a large LM): a finite step.
+  _, out = one_step(config, batch, remat=True, micro_batches=2)
+  assert np.isfinite(out["loss"]) and np.isfinite(out["grad_norm"])
+
+
+def test_micro_batches_must_divide_the_batch():
+  config = world_model_config()
+  config.train.micro_batches = 3
+  with pytest.raises(ValueError, match="train.micro_batches=3 must be >= 1 and divide"):
+    train.build(config, get_task(config), total_steps=10)
+
+
+def test_remat_needs_a_residual_stack():
+  config = lm_config.get_config("model=lstm,size=tiny,notation=uci,train=S")
+  config.train.remat = True
+  with pytest.raises(ValueError, match="no residual stack"):
+    train.build(config, get_task(config), total_steps=10)
