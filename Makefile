@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test test-fast lint demo demo-lm bench clean engines
+.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench clean engines
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -108,6 +108,10 @@ demo: $(STAMP)
 
 demo-lm: $(STAMP)
 	$(BIN)/python -m chessjax.lm.demo --workdir runs/demo_lm
+
+# The paper's pipeline at toy scale (stage 1, collect, stage 2, select, evaluate, report) on a CPU.
+reproduce-mini: $(STAMP)
+	$(BIN)/python -m launch.reproduce_mini --workdir runs/reproduce_mini
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_data_prep

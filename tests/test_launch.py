@@ -614,7 +614,7 @@ def test_stage2_retrains_the_best_run_per_cell_at_two_floors(capsys, tmp_path, f
     1e-2,
   )
   assert jobs[2]["name"] == "slice_d128_lr1e-3_wu20k_b0.999_wd1e-2_floor0.1"
-  assert "mamba3 d128: every stage-1 run has a non-finite val_loss" in err
+  assert "mamba3 d128: no finished stage-1 run with a finite val_loss" in err
   # Commands form and filters.
   rc, out, _ = sweep_out(
     capsys, "--stage", "2", "--results", str(path), "--families", "slice", "--sizes", "d256"
@@ -742,8 +742,10 @@ def test_collect_then_stage2(capsys, tmp_path):
   rc, text, err = sweep_out(capsys, "--collect", str(root / "stage1"))
   assert rc == 0, err
   rows = list(csv.DictReader(text.splitlines()))
-  assert len(rows) == 34 and list(rows[0]) == [*sweep.RESULT_COLUMNS, "workdir"]
-  assert "unfinished (100 steps)" in err and "no readable summary" in err
+  assert len(rows) == 35 and list(rows[0])[:7] == list(sweep.RESULT_COLUMNS)
+  assert list(rows[0])[-1] == "workdir"
+  assert [r["finished"] for r in rows].count("False") == 1  # Run 5, kept with its health.
+  assert "unfinished (100/77736 steps)" in err and "no train_summary.json" in err
   results = write_results(tmp_path / "stage1.csv", rows, "csv")
   rc, text, _ = sweep_out(capsys, "--stage", "2", "--results", str(results), "--format", "json")
   best = jobs[7]["overrides"]  # The lowest loss.
@@ -755,3 +757,141 @@ def test_collect_then_stage2(capsys, tmp_path):
   # Re-launching the sweep leaves out the 34 finished runs.
   rc, text, _ = sweep_out(capsys, *args, "--skip-finished")
   assert sorted(j["name"] for j in json.loads(text)) == sorted([jobs[5]["name"], jobs[6]["name"]])
+
+
+def fake_run(root: Path, job: dict, *, loss: float, aborted=False, rollbacks=0, steps=None) -> None:
+  """A workdir as chessjax.train writes it: config.json and train_summary.json."""
+  config = cwm.get_config(f"family={job['family']},size={job['size']}")
+  config.update_from_flattened_dict(job["overrides"])
+  workdir = Path(job["workdir"])
+  workdir.mkdir(parents=True, exist_ok=True)
+  (workdir / "config.json").write_text(json.dumps(config.to_dict()))
+  total = config.train.steps
+  summary = {
+    "steps": total if steps is None else steps,
+    "total_steps": total,
+    "params": 123,
+    "bad_batches": 3 * rollbacks,
+    "rollbacks": rollbacks,
+    "aborted": aborted,
+    "validation": {"loss": loss, "exact_state": 0.5, "groups": {"pieces": 0.9}},
+  }
+  (workdir / "train_summary.json").write_text(json.dumps(summary))
+
+
+def test_collect_keeps_every_validation_metric_and_health(capsys, tmp_path):
+  args = ["--stage", "1", "--families", "slice", "--sizes", "d128", "--lrs", "1e-3,3e-3"]
+  args += ["--warmups", "5000", "--b2s", "0.95", "--wds", "0", "--format", "json"]
+  jobs = json.loads(sweep_out(capsys, *args, "--workdir-root", str(tmp_path))[1])
+  fake_run(tmp_path, jobs[0], loss=0.5)
+  fake_run(tmp_path, jobs[1], loss=float("nan"), aborted=True, rollbacks=2, steps=40)
+  rc, text, err = sweep_out(capsys, "--collect", str(tmp_path / "stage1"))
+  assert rc == 0, err
+  rows = {r["lr"]: r for r in csv.DictReader(text.splitlines())}
+  assert rows["0.001"]["val_exact_state"] == "0.5" and rows["0.001"]["val_groups_pieces"] == "0.9"
+  assert (rows["0.001"]["finished"], rows["0.001"]["aborted"]) == ("True", "False")
+  bad = rows["0.003"]
+  assert (bad["finished"], bad["aborted"], bad["rollbacks"], bad["bad_batches"]) == (
+    "False",
+    "True",
+    "2",
+    "6",
+  )
+  assert "aborted" in err
+  # --skip-finished leaves out the aborted run too: a rerun would resume into the same batches.
+  rc, text, _ = sweep_out(capsys, *args, "--workdir-root", str(tmp_path), "--skip-finished")
+  assert json.loads(text) == []
+
+
+def test_stage2_replaces_an_unstable_configuration_as_the_paper_did(capsys, tmp_path):
+  # SLiCE d512 (Walker & Lyons, appendix C): the stage-1 winner (Table 5) was unstable in stage
+  # 2, so the second best was retrained; it is Table 7's configuration.
+  paper = json.loads(
+    (Path(sweep.__file__).parents[1] / "chessjax/world_model/paper_results.json").read_text()
+  )
+  rep = paper["stage2_replacements"][0]
+  keys = ("lr", "warmup", "b2", "wd")
+  t7 = next(
+    r for r in paper["tables"]["table7"]["rows"] if (r["family"], r["size"]) == ("slice", "d512")
+  )
+  assert tuple(rep["retrained"][k] for k in keys) == tuple(t7[k] for k in keys)
+  rows = [
+    dict(family="slice", size="d512", **rep["stage1_winner"], val_loss=0.000359),
+    dict(family="slice", size="d512", **rep["retrained"], val_loss=0.000400),
+    dict(family="slice", size="d512", lr=1e-4, warmup=5000, b2=0.95, wd=0.0, val_loss=0.0009),
+  ]
+  results = write_results(tmp_path / "stage1.csv", rows, "csv")
+  base = ["--results", str(results), "--families", "slice", "--sizes", "d512"]
+  base += ["--workdir-root", str(tmp_path)]
+  rc, text, err = sweep_out(capsys, "--stage", "2", *base, "--format", "json")
+  first = json.loads(text)
+  assert [j["overrides"]["optim.lr"] for j in first] == [1e-3, 1e-3]
+  assert "selected (lowest stage-1 validation loss)" in err
+  # The winner aborts at floor 0.1 (floor 0.01 finished): replaced by the second best.
+  fake_run(tmp_path, first[0], loss=float("nan"), aborted=True, steps=1000)
+  fake_run(tmp_path, first[1], loss=1e-5)
+  stage2 = tmp_path / "stage2.csv"
+  stage2.write_text(sweep_out(capsys, "--collect", str(tmp_path / "stage2"))[1])
+  rc, text, err = sweep_out(
+    capsys, "--stage", "2", *base, "--stage2-results", str(stage2), "--format", "json"
+  )
+  second = json.loads(text)
+  assert [
+    tuple(j["overrides"][f"optim.{k}"] for k in ("lr", "warmup_steps", "b2", "weight_decay"))
+    for j in second
+  ] == [tuple(t7[k] for k in keys)] * 2
+  assert "unstable in stage 2 (floor 0.1: aborted by the non-finite guard" in err
+  assert "next best after unstable configuration(s)" in err
+  # Its floor 0.01 ends lower: kept. A rollback anywhere would have replaced it too.
+  fake_run(tmp_path, second[0], loss=2e-5)
+  fake_run(tmp_path, second[1], loss=1.3e-5)
+  stage2.write_text(sweep_out(capsys, "--collect", str(tmp_path / "stage2"))[1])
+  both = [*base, "--stage2-results", str(stage2)]
+  rc, text, err = sweep_out(capsys, "--select", *both)
+  (cell,) = json.loads(text)
+  assert cell["status"] == "done" and cell["stage1_rank"] == 2
+  assert cell["kept"]["workdir"] == second[1]["workdir"] and cell["kept"]["floor"] == 0.01
+  assert cell["others"][0]["val_loss"] == 2e-5 and len(cell["replaced"]) == 1
+  assert "kept floor 0.01" in err
+  rc, text, _ = sweep_out(capsys, "--evaluate", *both, "--test-data", "real=data/r:test")
+  assert text.splitlines() == [
+    f"python -m chessjax.world_model.evaluate --workdir {second[1]['workdir']} --data "
+    "real=data/r:test"
+  ]
+  # Rolled back once: unstable as well.
+  fake_run(tmp_path, second[0], loss=2e-5, rollbacks=1)
+  stage2.write_text(sweep_out(capsys, "--collect", str(tmp_path / "stage2"))[1])
+  rc, text, err = sweep_out(capsys, "--select", *both)
+  assert json.loads(text)[0]["stage1_rank"] == 3 and "rolled back 1 time(s)" in err
+
+
+def test_off_grid_set_and_dotted_families(capsys):
+  args = ["--stage", "1", "--families", "slice,examples.diagonal_recurrence", "--sizes", "d128"]
+  args += ["--lrs", "2e-3", "--warmups", "10", "--b2s", "0.99", "--wds", "0", "--off-grid"]
+  args += ["--set", "data.batch_size=16", "--set", "data.bucket_lengths=(64,128)"]
+  rc, text, err = sweep_out(capsys, *args, "--steps", "50", "--format", "json")
+  assert rc == 0, err
+  jobs = json.loads(text)
+  assert [j["family"] for j in jobs] == ["slice", "examples.diagonal_recurrence"]
+  assert jobs[1]["name"] == "examples-diagonal_recurrence_d128_lr2e-3_wu10_b0.99_wd0"
+  for j in jobs:
+    assert j["overrides"]["data.batch_size"] == 16
+    assert j["overrides"]["data.bucket_lengths"] == [64, 128]  # JSON has no tuples.
+    assert "'--config.data.bucket_lengths=(64, 128)'" in j["command"]
+  rc, _, err = sweep_out(capsys, *args[:-4], "--set", "optim.lr=1")
+  assert rc == 1 and "set by the sweep itself" in err
+  rc, _, err = sweep_out(capsys, *args[:-4], "--set", "data.batch_sise=16")
+  assert rc == 1 and "batch_sise" in err
+
+
+def test_mimo_flag_adds_the_rank_4_mamba3(capsys):
+  args = ["--stage", "1", "--families", "mamba3", "--sizes", "d128", "--lrs", "1e-3"]
+  args += ["--warmups", "5000", "--b2s", "0.95", "--wds", "0", "--format", "json"]
+  rc, text, err = sweep_out(capsys, *args)
+  assert rc == 0, err
+  assert [j["family"] for j in json.loads(text)] == ["mamba3"]
+  rc, text, err = sweep_out(capsys, *args, "--mimo")
+  assert rc == 0, err
+  jobs = json.loads(text)
+  assert [j["family"] for j in jobs] == ["mamba3", "mamba3_mimo"]
+  assert "family=mamba3_mimo,size=d128" in jobs[1]["command"]
