@@ -139,7 +139,7 @@ def evaluate_all(names, work: Path, sets: Path) -> dict:
 
   results = {}
   for name in names:
-    out = work / "runs" / name / "lm_eval" / "results.json"
+    out = work / "runs" / name / "eval" / "results.json"
     if not out.exists():
       print(f"evaluate {name}", flush=True)
       evaluate.evaluate(work / "runs" / name, sets=sets)

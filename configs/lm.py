@@ -12,12 +12,20 @@ r"""Learning Chess Blindfolded (Toshniwal et al. 2022): a UCI language model wit
 * `notation`: `uci` | `rap` | `ap` (section 3.1); `rap_p` (default 0.25 for Train-S and M, 0.15
   for L, the paper's tuned values);
 * `train`: `S` | `M` | `L` | `all`, the first 15K / 50K / 200K training games or all of them
-  (`data_prep.lm_data` writes the split in its shuffled order);
+  (`data_prep.lm_data` writes the split in its shuffled order; a split holding fewer games is
+  used whole, with a warning that gives both numbers, `chessjax.lm.task.check_config`);
+* `epochs` (default 10, the paper's cap) or `steps` (a fixed number of batches instead; sets
+  `train.epochs` to 0): the run's length, which also sets the schedule's horizon. Not both.
 * `model.KEY=VALUE`: any key of the family's model config, e.g. `model.layers=3` (typed by it).
 The paper's recipe (section 4, appendix B): AdamW lr 5e-4, betas (0.9, 0.999), eps 1e-8, weight
 decay 0.01 on all parameters, global-norm clipping 1.0, batch 60, linear warmup over 10% of a
 10-epoch horizon then linear decay to 0, at most 10 epochs, early stopping when the per-move dev
 loss does not improve for one epoch, the best checkpoint kept for testing (WORKDIR/best).
+
+Length on the command line: `--config.train.epochs=N` shortens the run to N epochs;
+`--config.train.epochs=0 --config.train.steps=N` runs N steps. `train.steps` counts only when
+`train.epochs` is 0: a config with both above 0 is refused when training starts (ValueError, from
+`chessjax.lm.task.check_config`), never silently resolved.
 """
 
 import ml_collections
@@ -25,6 +33,7 @@ import ml_collections
 from chessjax.models import FAMILIES, LM_FAMILIES, family_sizes
 from configs import common
 
+EPOCHS = 10  # The paper's cap (section 4); early stopping usually ends a run sooner.
 TRAIN_GAMES = {"S": 15_000, "M": 50_000, "L": 200_000, "all": 0}
 RAP_P = {"S": 0.25, "M": 0.25, "L": 0.15, "all": 0.15}
 # GPT-2 ties its token head to the input embedding; the LSTM and chessjax families do not (their
@@ -42,8 +51,9 @@ def default_size(model: str, train: str) -> str:
 
 def parse_arg(arg: str | None) -> dict:
   defaults = {"model": "gpt2", "size": None, "notation": "uci", "rap_p": None, "train": "S"}
+  defaults.update(epochs=None, steps=None)
   defaults[common.MODEL_PREFIX] = {}
-  out = common.parse_arg(arg, defaults, {"rap_p": float})
+  out = common.parse_arg(arg, defaults, {"rap_p": float, "epochs": int, "steps": int})
   models = sorted({*FAMILIES, *LM_FAMILIES})
   if out["model"] not in models:
     raise ValueError(f"unknown model {out['model']!r}; expected one of {models}")
@@ -60,6 +70,20 @@ def parse_arg(arg: str | None) -> dict:
   )
   if out["rap_p"] is None:
     out["rap_p"] = RAP_P[out["train"]] if out["notation"] == "rap" else 0.0
+  if out["epochs"] is not None and out["steps"] is not None:
+    raise ValueError(
+      f"config arg gives both epochs={out['epochs']} and steps={out['steps']}: give one (steps "
+      "runs a fixed number of batches, epochs whole passes over the training games)"
+    )
+  if out["steps"] is not None:
+    if out["steps"] < 1:
+      raise ValueError(f"steps must be >= 1, got {out['steps']}")
+    out["epochs"] = 0
+  else:
+    out["steps"] = 0
+    out["epochs"] = EPOCHS if out["epochs"] is None else out["epochs"]
+    if out["epochs"] < 1:
+      raise ValueError(f"epochs must be >= 1, got {out['epochs']}")
   return out
 
 
@@ -97,8 +121,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.optim.decay_all = True  # Weight decay on every parameter, as the paper's AdamW.
 
   c.train = ml_collections.ConfigDict()
-  c.train.epochs = 10
-  c.train.steps = 0  # Unused: epochs is set.
+  c.train.epochs = a["epochs"]  # Whole epochs; 0: `steps` batches instead.
+  c.train.steps = a["steps"]  # Counts only when epochs is 0 (both > 0 is refused).
   c.train.log_every = 100
   c.train.eval_every = 0  # Once per epoch, on the whole dev split.
   c.train.eval_batches = 0
@@ -108,4 +132,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.snapshot_every = 500
   c.train.max_bad_batches = 20
   c.train.progress_seconds = 10.0
+  # Memory (chessjax.train): the batch's gradient summed over this many slices of it (same step),
+  # and each block's activations recomputed in the backward pass.
+  c.train.micro_batches = 1
+  c.train.remat = False
+  c.train.compilation_cache = "auto"  # chessjax.runtime: per-user cache; "" for none.
   return c

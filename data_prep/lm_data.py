@@ -3,7 +3,7 @@ appendix D Table 10), written in chessjax's shard format (moves + states per gam
 
     python -m data_prep.lm_data --pgn a.pgn.bz2 [b.pgn.zst ...] --out DIR [--seed 42] \\
         [--train-size 500000] [--pool-size 50000] [--dev-size 15000] [--test-size 15000] \\
-        [--min-plies 10] [--max-plies 150] [--workers K] [--overwrite]
+        [--min-plies 10] [--max-plies 150] [--max-games N] [--workers K] [--overwrite]
     python -m data_prep.lm_data --uci games.txt [...] --out DIR        (one game per line)
     python -m data_prep.lm_data --layout split-files --uci-dir D --out DIR
         (D holds train.txt, dev.txt, test.txt and optionally other_eval.txt, used as they are)
@@ -14,8 +14,11 @@ drop exact duplicates (same move sequence; the first is kept), shuffle with
 (500K / 50K / 15K / 15K; scaled down in proportion, with a warning, when the corpus is smaller;
 games beyond the four are left out and counted). Train-S/M/L are the first 15K / 50K / 200K games
 of split `train` (the manifest's `lm.train_subsets`). Games that do not replay are counted by
-reason, never crash the run. The probing pool is also written as `DIR/probing_pool.txt` (UCI, one
-game per line) for `data_prep.probing_sets`, and the vocab as `DIR/vocab.txt`.
+reason, never crash the run. `--max-games N` reads only the first N games of the input (over the
+files in the order given, before any filter; every split file with `--layout split-files`), so a
+quick data set comes from the front of a large corpus; the manifest records it. The probing pool
+is also written as `DIR/probing_pool.txt` (UCI, one game per line) for `data_prep.probing_sets`,
+and the vocab as `DIR/vocab.txt`.
 """
 
 import argparse
@@ -157,6 +160,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument(f"--{name}-size", type=int, default=size)
   ap.add_argument("--min-plies", type=int, default=10)
   ap.add_argument("--max-plies", type=int, default=150)
+  ap.add_argument(
+    "--max-games", type=int, default=None, help="read at most the first N games of the input"
+  )
   ap.add_argument("--workers", type=int, default=1)
   ap.add_argument("--ep-mode", choices=encoding.EP_MODES, default="pseudo")
   ap.add_argument("--games-per-shard", type=int, default=50_000)
@@ -184,7 +190,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.error("split sizes must be >= 0, --workers and --games-per-shard >= 1")
   if not 0 <= args.min_plies <= args.max_plies:
     ap.error("need 0 <= --min-plies <= --max-plies")
+  if args.max_games is not None and args.max_games < 1:
+    ap.error("--max-games must be >= 1")
   return args
+
+
+def capped(jobs, max_games: int | None, texts_of, with_texts):
+  """The jobs cut after their first `max_games` games in order (all of them for None):
+  `texts_of(job)` is a job's game list, `with_texts(job, texts)` the same job with fewer."""
+  left = max_games
+  for job in jobs:
+    if left is None:
+      yield job
+      continue
+    texts = texts_of(job)
+    if len(texts) >= left:
+      yield with_texts(job, texts[:left])
+      return
+    left -= len(texts)
+    yield job
 
 
 def _read(jobs, work, workers: int, skipped: Counter, errors: list, dedup: bool):
@@ -226,12 +250,17 @@ def run(args: argparse.Namespace) -> dict:
       _pgn_batch, min_plies=args.min_plies, max_plies=args.max_plies, ep_mode=args.ep_mode
     )
     jobs = process_pgn._jobs(args.pgn, infos, progress)
+    # A cut batch's last game is not its file's last: no truncation check for it.
+    jobs = capped(
+      jobs, args.max_games, lambda j: j[0], lambda j, t: (t, j[1] and len(t) == len(j[0]))
+    )
   else:
     infos = [_uci_info(p) for p in args.uci]
     work = partial(
       _uci_batch, min_plies=args.min_plies, max_plies=args.max_plies, ep_mode=args.ep_mode
     )
     jobs = (job for p, info in zip(args.uci, infos, strict=True) for job in _uci_jobs(p, info))
+    jobs = capped(jobs, args.max_games, lambda j: j[1], lambda j, t: (j[0], t))
   try:
     kept, read = _read(jobs, work, args.workers, skipped, errors, dedup=True)
   finally:
@@ -276,7 +305,10 @@ def _run_split_files(args, start, skipped, errors) -> dict:
     if split not in files:
       continue
     info = _uci_info(d / files[split])
-    games, n = _read(_uci_jobs(d / files[split], info), work, args.workers, skipped, errors, False)
+    jobs = capped(
+      _uci_jobs(d / files[split], info), args.max_games, lambda j: j[1], lambda j, t: (j[0], t)
+    )
+    games, n = _read(jobs, work, args.workers, skipped, errors, False)
     assignment[split] = np.arange(len(kept), len(kept) + len(games))
     kept.extend(games)
     read += n
@@ -347,6 +379,7 @@ def _write(args, kept, assignment, *, start, read, skipped, errors, sources, ext
         "seed": args.seed,
         "min_plies": args.min_plies,
         "max_plies": args.max_plies,
+        "max_games": args.max_games,
         "workers": args.workers,
         "games_per_shard": args.games_per_shard,
       },

@@ -1,19 +1,25 @@
 """Evaluation of a trained chess language model: per-move perplexity and the board-state probes.
 
     python -m chessjax.lm.evaluate --workdir runs/lm_gpt2_rap_S --sets data/probing \\
-        [--data dev=data/lm_masters:dev test=data/lm_masters:test] [--latest] [--batch-size 64]
+        [--data dev=data/lm_masters:dev test=data/lm_masters:test] [--checkpoint best|latest]
+        [--batch-size 64]
 
-Scores the best checkpoint of the workdir (WORKDIR/best, the one early stopping kept; `--latest`
-for the newest) as Toshniwal et al. 2022 report it:
+Scores a checkpoint of the workdir (default: the best one, WORKDIR/best, the one early stopping
+kept, when the workdir has it, else the newest; `--checkpoint` picks) as Toshniwal et al. 2022
+report it:
 * per-move loss and perplexity (Table 3) of every `--data NAME=PATH[:SPLIT]` (default: the run's
   own dev and test splits): summed NLL over (moves + 1) per game, piece logits masked for every
   non-AP model, AP's piece letters present and scored;
 * the probing tasks the model can take (End-Actual, End-Other; Start tasks for RAP and AP models;
   Tables 4-5): ExM, LgM and R-precision (%), the random-legal baselines, the error categories of
-  the End tasks (Table 7), in total and per piece type.
-WORKDIR/lm_eval/ receives `results.json`, `results.md` (the paper's table layout) and
-`probes.jsonl` (one line per task and row: prompt prefix, answers, the model's top-1 token, its
-category). Files are written atomically by process 0.
+  the End tasks (Table 7), in total and per piece type. Each row's prompts share its prefix,
+  which runs once (`chessjax.lm.probing.task_logits`, `chessjax.lm.continuations`);
+  `probe_reference` runs every prompt on its own and gives the same outputs.
+WORKDIR/eval/ receives `results.json`, `results.md` (the paper's table layout) and `probes.jsonl`
+(one line per task and row: prompt prefix, answers, the model's top-1 token, its category). Files
+are written atomically by process 0. The conventions are those of every evaluation of a workdir
+(`chessjax.lm.linear_probe` too): reports under WORKDIR/eval/, the best checkpoint by default
+(`default_checkpoint`).
 """
 
 import argparse
@@ -25,11 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from chessjax import evaluation, workdir
+from chessjax import evaluation, runtime, workdir
 from chessjax.data import pipeline
 from chessjax.files import as_path, write_json, write_text
-from chessjax.lm import probing
-from chessjax.lm import tokens as tk
+from chessjax.lm import continuations, probing
 from chessjax.world_model.evaluate import parse_data_arg, resolve_split
 
 TASK_NAMES = {
@@ -38,6 +43,17 @@ TASK_NAMES = {
   "start_actual": "Start-Actual",
   "start_other": "Start-Other",
 }
+
+
+EVAL_DIR = "eval"  # WORKDIR/eval/: the reports of every evaluation of a workdir
+CHECKPOINTS = ("best", "latest")
+
+
+def default_checkpoint(run_dir) -> str:
+  """ "best" when the workdir has a best checkpoint (WORKDIR/best, kept by validation), else
+  "latest": the default of every evaluation of a workdir."""
+  best = as_path(run_dir) / "best"
+  return "best" if best.is_dir() and any(best.iterdir()) else "latest"
 
 
 def _next_token(predict, params, model_state, tokens, lengths):
@@ -74,24 +90,43 @@ def perplexity(restored, path, split: str, *, batch_size: int) -> dict:
 
 
 def probe(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[dict]]:
-  """({task: scores}, per-row records) of the probing sets in `sets_dir`."""
+  """({task: scores}, per-row records) of the probing sets in `sets_dir`; each row's shared
+  prefix runs once, `batch_size` rows at a time."""
   task = restored.task
-  vocab, notation = task.vocab, task.notation
   end_rows, start_rows = probing.read_rows(sets_dir)
-  logits_fn = next_token_fn(restored)
-  results, records = {}, []
-  for name in probing.tasks_for(notation):
-    rows = list(zip(end_rows, start_rows, strict=True))
-    prompts = [probing.prompt(e, s, name, vocab, notation) for e, s in rows]
-    logits = probing.batched_logits(prompts, logits_fn, vocab, batch_size)
-    if notation != "ap":
-      logits = tk.mask_piece_logits(logits, vocab)
-    pairs = [probing.answers(e, s, name) for e, s in rows]
-    exact, legal = [a for a, _ in pairs], [b for _, b in pairs]
-    results[name] = probing.score(logits, exact, legal, vocab)
-    if name.startswith("end"):
-      results[name]["errors"] = probing.error_categories(end_rows, name, logits, vocab)
-    top1 = np.argmax(logits, axis=-1)
+  state = restored.state
+  fn = continuations.continuation_logits_fn(
+    restored.run.graphdef, state["params"], state["model_state"], pad_id=task.vocab.pad_id
+  )
+  logits = probing.task_logits(
+    end_rows, start_rows, fn, task.vocab, notation=task.notation, batch_size=batch_size
+  )
+  return probe_result(end_rows, start_rows, logits, task.vocab, task.notation)
+
+
+def probe_reference(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[dict]]:
+  """`probe` by the reference path: every prompt on its own, all padded to the longest
+  (`probing.reference_task_logits`, `batch_size` prompts at a time)."""
+  task = restored.task
+  end_rows, start_rows = probing.read_rows(sets_dir)
+  logits = probing.reference_task_logits(
+    end_rows,
+    start_rows,
+    next_token_fn(restored),
+    task.vocab,
+    notation=task.notation,
+    batch_size=batch_size,
+  )
+  return probe_result(end_rows, start_rows, logits, task.vocab, task.notation)
+
+
+def probe_result(end_rows, start_rows, logits: dict, vocab, notation: str):
+  """(scores, per-row records) of per-task logits (`probing.task_logits`)."""
+  results = probing.score_tasks(end_rows, start_rows, logits, vocab, notation=notation)
+  records = []
+  for name, task_logits in logits.items():
+    top1 = np.argmax(probing.masked(task_logits, vocab, notation), axis=-1)
+    pairs = [probing.answers(e, s, name) for e, s in zip(end_rows, start_rows, strict=True)]
     for i, (e, (want, ok)) in enumerate(zip(end_rows, pairs, strict=True)):
       predicted = vocab.tokens[int(top1[i])]
       records.append(
@@ -162,8 +197,12 @@ def results_markdown(result: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def evaluate(run_dir, *, sets=None, data=None, which="best", batch_size=64) -> dict:
-  """Scores a workdir (module docstring); writes WORKDIR/lm_eval/ and returns results.json."""
+def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dict:
+  """Scores a workdir (module docstring) at checkpoint `which` ("best", "latest"; None:
+  `default_checkpoint`); writes WORKDIR/eval/ and returns results.json."""
+  which = default_checkpoint(run_dir) if which is None else which
+  if which not in CHECKPOINTS:
+    raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {which!r}")
   restored = workdir.restore(run_dir, which=which)
   config = restored.config
   if data is None:
@@ -184,7 +223,7 @@ def evaluate(run_dir, *, sets=None, data=None, which="best", batch_size=64) -> d
   if sets is not None:
     result["probes"], records = probe(restored, sets, batch_size=batch_size)
   if jax.process_index() == 0:
-    out = as_path(run_dir) / "lm_eval"
+    out = as_path(run_dir) / EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", result)
     write_text(out / "results.md", results_markdown(result))
@@ -199,9 +238,16 @@ def main(argv=None) -> int:
   ap.add_argument("--workdir", required=True, help="a language-model training workdir")
   ap.add_argument("--sets", default=None, help="probing sets (end.jsonl, start.jsonl)")
   ap.add_argument("--data", nargs="*", metavar="NAME=PATH[:SPLIT]", default=None)
-  ap.add_argument("--latest", action="store_true", help="the newest checkpoint, not the best")
-  ap.add_argument("--batch-size", type=int, default=64)
+  ap.add_argument(
+    "--checkpoint",
+    choices=CHECKPOINTS,
+    default=None,
+    help="default: best if the workdir has WORKDIR/best, else latest",
+  )
+  ap.add_argument("--latest", action="store_true", help="same as --checkpoint latest")
+  ap.add_argument("--batch-size", type=int, default=64, help="probing rows per model call")
   args = ap.parse_args(argv)
+  runtime.setup_for_workdir(args.workdir)
   try:
     data = None
     if args.data:
@@ -213,14 +259,14 @@ def main(argv=None) -> int:
       args.workdir,
       sets=args.sets,
       data=data,
-      which="latest" if args.latest else "best",
+      which="latest" if args.latest else args.checkpoint,
       batch_size=args.batch_size,
     )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:
     print(results_markdown(result))
-    print(f"results: {as_path(args.workdir) / 'lm_eval'}")
+    print(f"results: {as_path(args.workdir) / EVAL_DIR}")
   return 0
 
 

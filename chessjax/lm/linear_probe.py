@@ -1,6 +1,7 @@
-"""Linear probes of every layer's hidden state for the board (issue 12, "Linear probes").
+"""Linear probes of every layer's hidden state for the board (linear classifier probes, Alain and
+Bengio 2016; README, "State-tracking backbones as UCI language models").
 
-    python -m chessjax.lm.linear_probe --workdir runs/gpt2_uci_s [--data PATH]
+    python -m chessjax.lm.linear_probe --workdir runs/gpt2_uci_s [--data PATH] [--which best]
         [--train-split train] [--test-split test] [--max-games 500] [--steps 500] [--out DIR]
 
 For a trained workdir (language model or world model) the model is frozen and run once over
@@ -21,7 +22,9 @@ training positions).
 
 Writes OUT/linear_probe.json (everything), OUT/linear_probe.md (a table layer x {all, non-empty,
 changed} for the model, the control and the majority baseline) and OUT/linear_probe.png
-(accuracy by layer), atomically; OUT defaults to WORKDIR/eval.
+(accuracy by layer), atomically. The conventions of every evaluation of a workdir
+(`chessjax.lm.evaluate` too): OUT defaults to WORKDIR/eval, the checkpoint (`--which`) to the
+best one when the workdir has WORKDIR/best, else the latest (`evaluate.default_checkpoint`).
 """
 
 import argparse
@@ -43,6 +46,7 @@ from chessjax.encoding import PAD_ID
 from chessjax.files import as_path, write_figure, write_json, write_text
 from chessjax.labels import NUM_PIECE_CLASSES
 from chessjax.lm import tokens as tk
+from chessjax.lm.evaluate import CHECKPOINTS, EVAL_DIR, default_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +284,7 @@ def probe_workdir(
   test_split: str | None = None,
   max_games: int = 500,
   max_train_positions: int = 8000,
-  which: str = "latest",
+  which: str | None = None,
   steps: int = 500,
   batch_size: int = 1024,
   lr: float = 1e-2,
@@ -292,10 +296,11 @@ def probe_workdir(
   docstring. `max_games` bounds the games read from each split; the training positions are then
   subsampled (fixed seed) to at most `max_train_positions`. The control is the architecture
   initialised with `control_seed` (default the config's seed, i.e. the trained model's own
-  initialisation)."""
+  initialisation). `which`: "best", "latest" or None (`evaluate.default_checkpoint`)."""
   from chessjax import workdir as wd
 
   t0 = time.time()
+  which = default_checkpoint(workdir) if which is None else which
   restored = wd.restore(workdir, which)
   config, task = restored.config, restored.task
   data = data or config.data.train
@@ -446,7 +451,12 @@ def main(argv=None) -> int:
     prog="python -m chessjax.lm.linear_probe", description=__doc__.split("\n")[0]
   )
   ap.add_argument("--workdir", required=True, help="training workdir (config.json, checkpoints/)")
-  ap.add_argument("--which", choices=("latest", "best"), default="latest", help="checkpoint")
+  ap.add_argument(
+    "--which",
+    choices=CHECKPOINTS,
+    default=None,
+    help="checkpoint (default: best if the workdir has WORKDIR/best, else latest)",
+  )
   ap.add_argument("--data", default=None, help="prepared dataset (default: the config's)")
   ap.add_argument("--train-split", default=None, help="default: the config's training split")
   ap.add_argument("--test-split", default=None, help="default: test, else validation or dev")
@@ -480,7 +490,7 @@ def main(argv=None) -> int:
     )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
-  out = args.out or as_path(args.workdir) / "eval"
+  out = args.out or as_path(args.workdir) / EVAL_DIR
   if jax.process_index() == 0:
     write_report(result, out)
     print(markdown(result))

@@ -4,9 +4,20 @@
 Rows are those of `data_prep.probing_sets` (`end.jsonl`, `start.jsonl`, row-aligned). Prompts are
 `<s>` + the prefix tokens (AP models: `oracle_prefix`, piece letters included) + End: the start
 square (AP: piece letter then square) / Start: the piece letter. Start tasks exist only for RAP and
-AP models. The scorer needs only the model's next-token logits after each prompt, through a
-caller-supplied `next_token_logits(tokens int32[B, T], lengths int32[B]) -> float[B, V]` (logits
-at position `lengths - 1` of each padded row); prompts go in fixed-shape padded batches.
+AP models. The scorer needs only the model's next-token logits after each prompt, by one of two
+paths that give the same logits:
+* the reference (`reference_task_logits`): every prompt on its own, through a caller-supplied
+  `next_token_logits(tokens int32[B, T], lengths int32[B]) -> float[B, V]` (logits at position
+  `lengths - 1` of each padded row), in batches all padded to the set's longest prompt;
+* shared prefixes (`task_logits`, what `chessjax.lm.evaluate` runs): the prompts of a row differ
+  only after their common prefix (`<s>` + the game prefix; AP: also the piece letter when two
+  tasks share it), so each row is one prefix and a few short continuations (`plan_row`: UCI and
+  RAP, one token per task; AP, `letter square` for the End tasks, whose first token is the Start
+  task's whole continuation). A caller-supplied `continuation_logits(prefixes int32[B, T],
+  lengths int32[B], continuations int32[B, K, C]) -> float[B, K, C, V]` returns the logits after
+  each continuation token (`chessjax.lm.continuations`: a causal model's logits at a position
+  depend only on the tokens up to it). Rows are sorted by prefix length and each batch is padded
+  to its own longest, rounded up to a multiple of `width_multiple` (few shapes to compile).
 
 Metrics (in %, mean over rows): ExM (top-1 == the actual answer) and LgM (top-1 is a legal
 answer), both from the top-1 token over the whole vocabulary (a non-square token is wrong), and
@@ -34,6 +45,7 @@ ERROR_CATEGORIES = ("unreachable", "syntax", "pseudo_legal", "path_obstruction")
 TABLE11_PIECES = "RNBQK"  # the row order of Table 11
 
 LogitsFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+ContinuationLogitsFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def read_rows(path) -> tuple[list[dict], list[dict]]:
@@ -225,6 +237,162 @@ def error_categories(
   return {"counts": counts, "by_piece": by_piece}
 
 
+def plan_row(prompts: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray], list]:
+  """(shared prefix int32[S], continuations, reads) of the prompts of one row.
+
+  The shared prefix is the prompts' longest common prefix, cut so that every prompt keeps at
+  least one token after it. A prompt's remaining tokens (its tail) either are a continuation or
+  start one (a longer tail beginning with them); `reads[i] = (k, j)`: prompt i's next-token logits
+  are those after token j of continuation k."""
+  if not prompts:
+    raise ValueError("a row needs at least one prompt")
+  prompts = [np.asarray(p, dtype=np.int32) for p in prompts]
+  shortest = min(len(p) for p in prompts)
+  if shortest < 1:
+    raise ValueError("empty prompt")
+  shared = 0
+  while shared < shortest - 1 and all(p[shared] == prompts[0][shared] for p in prompts):
+    shared += 1
+  tails = [p[shared:] for p in prompts]
+  continuations: list[np.ndarray] = []
+  for i in sorted(range(len(tails)), key=lambda i: -len(tails[i])):
+    t = tails[i]
+    if not any(len(c) >= len(t) and np.array_equal(c[: len(t)], t) for c in continuations):
+      continuations.append(t)
+  reads = []
+  for t in tails:
+    k = next(
+      k for k, c in enumerate(continuations) if len(c) >= len(t) and np.array_equal(c[: len(t)], t)
+    )
+    reads.append((k, len(t) - 1))
+  return prompts[0][:shared], continuations, reads
+
+
+def shared_prefix_logits(
+  prompt_lists: Sequence[Sequence[np.ndarray]],
+  continuation_logits: ContinuationLogitsFn,
+  vocab: tk.Vocab,
+  *,
+  batch_size: int = 64,
+  width_multiple: int = 32,
+) -> list[np.ndarray]:
+  """Next-token logits float32[len(prompts), V] after each prompt of each row, every row's
+  shared prefix run once (module docstring). Batches hold `batch_size` rows of similar prefix
+  length (the last is filled with copies of its first row, then dropped); a batch's prefixes are
+  padded to width T with T + C (C: the longest continuation of the set) its longest prefix + C
+  rounded up to `width_multiple`, so a jitted function compiles once per width."""
+  if not prompt_lists:
+    return []
+  plans = [plan_row(prompts) for prompts in prompt_lists]
+  n_cont = max(len(conts) for _, conts, _ in plans)
+  c_len = max(len(c) for _, conts, _ in plans for c in conts)
+  lengths = np.array([len(shared) for shared, _, _ in plans], dtype=np.int32)
+  order = np.argsort(lengths, kind="stable")
+  out: list[np.ndarray | None] = [None] * len(plans)
+  for lo in range(0, len(plans), batch_size):
+    idx = order[lo : lo + batch_size]
+    real = len(idx)
+    idx = np.concatenate([idx, np.repeat(idx[:1], batch_size - real)])
+    width = -(-(int(lengths[idx].max()) + c_len) // width_multiple) * width_multiple - c_len
+    prefixes = np.full((batch_size, width), vocab.pad_id, dtype=np.int32)
+    conts = np.full((batch_size, n_cont, c_len), vocab.pad_id, dtype=np.int32)
+    for r, i in enumerate(idx):
+      shared, row_conts, _ = plans[i]
+      prefixes[r, : len(shared)] = shared
+      for k in range(n_cont):
+        c = row_conts[k if k < len(row_conts) else 0]
+        conts[r, k, : len(c)] = c
+    logits = np.asarray(continuation_logits(prefixes, lengths[idx], conts), dtype=np.float32)
+    want = (batch_size, n_cont, c_len, len(vocab))
+    if logits.shape != want:
+      raise ValueError(f"continuation_logits returned shape {logits.shape}, expected {want}")
+    for r, i in enumerate(idx[:real]):
+      out[i] = np.stack([logits[r, k, j] for k, j in plans[i][2]])
+  return out
+
+
+def task_logits(
+  end_rows: Sequence[dict],
+  start_rows: Sequence[dict],
+  continuation_logits: ContinuationLogitsFn,
+  vocab: tk.Vocab,
+  *,
+  notation: str,
+  tasks: Sequence[str] | None = None,
+  batch_size: int = 64,
+  width_multiple: int = 32,
+) -> dict[str, np.ndarray]:
+  """{task: next-token logits float32[rows, V] after its prompts}, each row's prefix run once
+  (`shared_prefix_logits`; `batch_size` counts rows). Unmasked."""
+  if len(end_rows) != len(start_rows):
+    raise ValueError("end and start rows are not row-aligned")
+  tasks = tasks_for(notation) if tasks is None else tuple(tasks)
+  prompt_lists = [
+    [prompt(e, s, task, vocab, notation) for task in tasks]
+    for e, s in zip(end_rows, start_rows, strict=True)
+  ]
+  per_row = shared_prefix_logits(
+    prompt_lists,
+    continuation_logits,
+    vocab,
+    batch_size=batch_size,
+    width_multiple=width_multiple,
+  )
+  if not per_row:
+    return {task: np.zeros((0, len(vocab)), dtype=np.float32) for task in tasks}
+  stacked = np.stack(per_row)  # [rows, tasks, V]
+  return {task: stacked[:, t] for t, task in enumerate(tasks)}
+
+
+def reference_task_logits(
+  end_rows: Sequence[dict],
+  start_rows: Sequence[dict],
+  logits_fn: LogitsFn,
+  vocab: tk.Vocab,
+  *,
+  notation: str,
+  tasks: Sequence[str] | None = None,
+  batch_size: int = 64,
+) -> dict[str, np.ndarray]:
+  """The reference of `task_logits`: every prompt of every task on its own (`batched_logits`,
+  `batch_size` counts prompts). Unmasked."""
+  if len(end_rows) != len(start_rows):
+    raise ValueError("end and start rows are not row-aligned")
+  tasks = tasks_for(notation) if tasks is None else tuple(tasks)
+  out = {}
+  for task in tasks:
+    prompts = [
+      prompt(e, s, task, vocab, notation) for e, s in zip(end_rows, start_rows, strict=True)
+    ]
+    out[task] = batched_logits(prompts, logits_fn, vocab, batch_size)
+  return out
+
+
+def masked(logits: np.ndarray, vocab: tk.Vocab, notation: str) -> np.ndarray:
+  """Logits as the probes score them: every non-AP model has its piece logits masked."""
+  return logits if notation == "ap" else tk.mask_piece_logits(logits, vocab)
+
+
+def score_tasks(
+  end_rows: Sequence[dict],
+  start_rows: Sequence[dict],
+  logits: dict[str, np.ndarray],
+  vocab: tk.Vocab,
+  *,
+  notation: str,
+) -> dict:
+  """{task: {rows, exm?, lgm, r_precision, errors?}} of per-task logits (masked here)."""
+  results = {}
+  for task, task_logits_ in logits.items():
+    task_logits_ = masked(task_logits_, vocab, notation)
+    pairs = [answers(e, s, task) for e, s in zip(end_rows, start_rows, strict=True)]
+    exact, legal = [a for a, _ in pairs], [b for _, b in pairs]
+    results[task] = score(task_logits_, exact, legal, vocab)
+    if task.startswith("end"):
+      results[task]["errors"] = error_categories(end_rows, task, task_logits_, vocab)
+  return results
+
+
 def evaluate(
   end_rows: Sequence[dict],
   start_rows: Sequence[dict],
@@ -235,25 +403,13 @@ def evaluate(
   batch_size: int = 64,
   tasks: Sequence[str] | None = None,
 ) -> dict:
-  """Scores a model on every task it can take: {task: {rows, exm?, lgm, r_precision, errors?}}.
-  Non-AP models have their piece logits masked."""
-  if len(end_rows) != len(start_rows):
-    raise ValueError("end and start rows are not row-aligned")
-  tasks = tasks_for(notation) if tasks is None else tuple(tasks)
-  results = {}
-  for task in tasks:
-    prompts = [
-      prompt(e, s, task, vocab, notation) for e, s in zip(end_rows, start_rows, strict=True)
-    ]
-    logits = batched_logits(prompts, logits_fn, vocab, batch_size)
-    if notation != "ap":
-      logits = tk.mask_piece_logits(logits, vocab)
-    pairs = [answers(e, s, task) for e, s in zip(end_rows, start_rows, strict=True)]
-    exact, legal = [a for a, _ in pairs], [b for _, b in pairs]
-    results[task] = score(logits, exact, legal, vocab)
-    if task.startswith("end"):
-      results[task]["errors"] = error_categories(end_rows, task, logits, vocab)
-  return results
+  """Scores a model on every task it can take: {task: {rows, exm?, lgm, r_precision, errors?}},
+  by the reference path (`reference_task_logits`). Non-AP models have their piece logits
+  masked."""
+  logits = reference_task_logits(
+    end_rows, start_rows, logits_fn, vocab, notation=notation, tasks=tasks, batch_size=batch_size
+  )
+  return score_tasks(end_rows, start_rows, logits, vocab, notation=notation)
 
 
 def random_legal_baseline(rows: Sequence[dict], kind: str) -> float:

@@ -13,10 +13,15 @@ weights float32[b, T] (0 on padding and unscored targets), mask bool[b, T] (weig
 moves float32[b] (moves + 1 of the game; 0 on pad rows).
 """
 
+import logging
+
 import jax.numpy as jnp
 import numpy as np
 
+from chessjax.data.source import read_manifest
 from chessjax.lm import tokens as tk
+
+log = logging.getLogger(__name__)
 
 # At most 16 promotions a game (one per pawn), so a row of `plies` moves has at most
 # 2 + 2 plies + min(16, plies) tokens, plus one letter a move with piece letters.
@@ -163,8 +168,43 @@ class Sums:
     }
 
 
+def check_config(config) -> None:
+  """Checks an LM config as training will read it (after command-line overrides).
+
+  Raises ValueError when `train.epochs` and `train.steps` are both above 0 (the loop would use the
+  epochs and ignore the steps). Warns, with both numbers, when the training split holds fewer
+  games than the `lm.train` subset asks for (`data.max_train_games`: Train-S/M/L, Toshniwal et
+  al. 2022, section 4): the run then trains on the whole, smaller split."""
+  epochs, steps = config.train.get("epochs", 0), config.train.get("steps", 0)
+  if epochs and steps:
+    raise ValueError(
+      f"train.epochs={epochs} and train.steps={steps} are both set; the run length is one of "
+      "them: --config.train.epochs=N for N epochs, or --config.train.epochs=0 "
+      "--config.train.steps=N for N steps (configs/lm.py: epochs=N or steps=N in the config arg)"
+    )
+  want = config.data.get("max_train_games") or 0
+  if not want or not config.data.get("train"):
+    return
+  try:
+    split = config.data.get("train_split", "train")
+    have = read_manifest(config.data.train)["splits"][split]["games"]
+  except (OSError, ValueError, KeyError):
+    return  # No readable data here (e.g. evaluating elsewhere): nothing to compare.
+  if have < want:
+    log.warning(
+      "lm.train=%s asks for the first %s training games but %s:%s holds %s: training on all %s",
+      config.lm.get("train", "?"),
+      f"{want:,}",
+      config.data.train,
+      split,
+      f"{have:,}",
+      f"{have:,}",
+    )
+
+
 def make_task(config) -> LanguageModelTask:
-  """The task of an LM config's `lm` block (configs/lm.py)."""
+  """The task of an LM config's `lm` block (configs/lm.py), after `check_config`."""
+  check_config(config)
   lm = config.lm
   vocab = tk.Vocab.from_file(lm.vocab) if lm.get("vocab") else tk.Vocab.default()
   return LanguageModelTask(

@@ -113,3 +113,25 @@ def test_split_sizes():
   assert scaled and sum(sizes) == 58_000 and sizes[1:] == [5000, 1500, 1500]
   assert json.dumps(sizes)  # plain ints
   assert np.all(np.array(sizes) >= 0)
+
+
+def test_max_games_reads_only_the_first_games(tmp_path, capsys, sample_games_uci):
+  lines = [" ".join(g) for g in sample_games_uci[:50]]
+  uci = tmp_path / "games.txt"
+  uci.write_text("\n".join(lines) + "\n")
+  sizes = ["--train-size", "10", "--pool-size", "2", "--dev-size", "2", "--test-size", "2"]
+  out = tmp_path / "uci"
+  assert lm_data.main(["--uci", str(uci), "--out", str(out), *sizes, "--max-games", "30"]) == 0
+  m = source.read_manifest(out)
+  assert m["counts"]["games_read"] == 30 and m["options"]["max_games"] == 30
+  kept = {" ".join(g) for s in lm_data.SPLITS for g in _games(out, s)}
+  assert kept <= set(lines[:30]) and kept - set(lines[:16])  # The first 30 only, not fewer.
+  # PGN: the first games of the sample, across batch boundaries; the cut game is not "truncated".
+  out = tmp_path / "pgn"
+  argv = ["--pgn", str(SAMPLE_PGN), "--out", str(out), *sizes, "--max-games", "123"]
+  assert lm_data.main(argv) == 0
+  m = source.read_manifest(out)
+  assert m["counts"]["games_read"] == 123 and m["skipped"]["truncated_game"] == 0
+  with pytest.raises(SystemExit):
+    lm_data.parse_args(["--uci", str(uci), "--out", str(out), "--max-games", "0"])
+  capsys.readouterr()

@@ -118,6 +118,7 @@ def test_probe_finds_the_board_in_a_world_model(world_model_workdir, tmp_path):
   md = (out / "linear_probe.md").read_text()
   assert "| block 1 |" in md and "| majority class |" in md
   assert r["layers"] == ["embedding", "block 1"] and r["test_split"] == "test"
+  assert r["checkpoint"] == "best"  # The default, as chessjax.lm.evaluate's: WORKDIR/best exists.
   assert r["train_positions"] == 4000 and r["test_squares"]["all"] == 64 * r["test_positions"]
   model, control, majority = r["model"][-1], r["control"][-1], r["majority"]
   # Measured (CPU): all squares 73.0% (model) / 66.0% (control) / 67.1% (majority); non-empty
@@ -125,3 +126,18 @@ def test_probe_finds_the_board_in_a_world_model(world_model_workdir, tmp_path):
   assert model["all"] > control["all"] + 0.03 and model["all"] > majority["all"] + 0.03
   assert model["nonempty"] > control["nonempty"] + 0.04
   assert model["nonempty"] > majority["nonempty"] + 0.08
+
+
+def test_every_evaluation_defaults_to_the_best_checkpoint_and_writes_eval(tmp_path):
+  import inspect
+
+  from chessjax.lm import evaluate
+
+  assert evaluate.default_checkpoint(tmp_path) == "latest"  # No WORKDIR/best.
+  (tmp_path / "best").mkdir()
+  assert evaluate.default_checkpoint(tmp_path) == "latest"  # An empty one holds no checkpoint.
+  (tmp_path / "best" / "4").mkdir()
+  assert evaluate.default_checkpoint(tmp_path) == "best"
+  assert inspect.signature(lp.probe_workdir).parameters["which"].default is None
+  assert inspect.signature(evaluate.evaluate).parameters["which"].default is None
+  assert lp.EVAL_DIR == evaluate.EVAL_DIR == "eval"

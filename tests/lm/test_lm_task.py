@@ -160,7 +160,7 @@ def test_evaluate_scores_perplexity_and_every_probe(lm_dataset, tiny_lm, tmp_pat
   argv = ["--pool", str(lm_dataset), "--train", str(lm_dataset), "--out", str(sets)]
   assert probing_sets.main(argv + ["--count", "40", "--min-len", "11", "--max-len", "40"]) == 0
   assert lm_evaluate.main(["--workdir", str(run_dir), "--sets", str(sets)]) == 0
-  out = run_dir / "lm_eval"
+  out = run_dir / "eval"
   result = json.loads((out / "results.json").read_text())
   assert result["step"] == summary["best_step"] and result["notation"] == "rap"
   # The dev perplexity of the best checkpoint is the one training reported for it.
@@ -196,3 +196,35 @@ def test_lm_configs_build_the_papers_models(arg, params):
     config.family, config.size, head=task.head, **task.model_kwargs, **config.model
   )
   assert count_params(model) == params
+
+
+def test_run_length_keys_conflict_or_take_a_stated_precedence(lm_dataset, caplog):
+  from chessjax.lm.task import check_config, make_task
+
+  c = lm_config.get_config("model=slice,size=d128")
+  assert (c.train.epochs, c.train.steps) == (10, 0)
+  c = lm_config.get_config("model=slice,size=d128,steps=200")
+  assert (c.train.epochs, c.train.steps) == (0, 200)
+  assert train.total_steps(c, epoch_steps=7) == 200
+  c = lm_config.get_config("model=slice,size=d128,epochs=2")
+  assert (c.train.epochs, c.train.steps) == (2, 0) and train.total_steps(c, epoch_steps=7) == 14
+  with pytest.raises(ValueError, match="both epochs=2 and steps=5"):
+    lm_config.get_config("epochs=2,steps=5")
+  # --config.train.steps=N on the command line without --config.train.epochs=0: refused.
+  c = lm_config.get_config("model=slice,size=d128")
+  c.train.steps = 300
+  with pytest.raises(ValueError, match="--config.train.epochs=0 --config.train.steps=N"):
+    make_task(c)
+  c.train.epochs = 0
+  make_task(c)
+  # Train-S asks for 15,000 games; the split holds 400: trained on all 400, with a warning.
+  c = lm_config.get_config("model=slice,size=d128,train=S")
+  c.data.train = str(lm_dataset)
+  with caplog.at_level("WARNING", logger="chessjax.lm.task"):
+    check_config(c)
+  assert "first 15,000 training games" in caplog.text and "holds 400" in caplog.text
+  caplog.clear()
+  c.data.max_train_games = 300
+  with caplog.at_level("WARNING", logger="chessjax.lm.task"):
+    check_config(c)
+  assert not caplog.text
