@@ -5,10 +5,11 @@ r"""Learning Chess Blindfolded (Toshniwal et al. 2022): a UCI language model wit
 
 `arg` is `key=value` pairs separated by commas:
 * `model`: `gpt2` (Hugging Face GPT-2 as the paper trains it), `gpt2_w50` (attention window 50),
-  `lstm`, or any chessjax family (`transformer`, `slice`, `gated_deltanet`, `mamba3`, ...) as a
-  language model through the token head;
-* `size`: the model's size (default: GPT-2 `small`, LSTM `S` for Train-S else `M`, `d256` for the
-  chessjax families);
+  `lstm`, `reformer`, `performer` (the paper's Table 6 baselines), or any chessjax family
+  (`transformer`, `slice`, `gated_deltanet`, `mamba3`, ..., or a dotted module path: README, "Put
+  your own model on the benchmark") as a language model through the token head;
+* `size`: the model's size (default: GPT-2 `small`; LSTM, Reformer and Performer `S` / `M` / `L`
+  by the training size, as the paper's Table 12; `d256` for the chessjax families);
 * `notation`: `uci` | `rap` | `ap` (section 3.1); `rap_p` (default 0.25 for Train-S and M, 0.15
   for L, the paper's tuned values);
 * `train`: `S` | `M` | `L` | `all`, the first 15K / 50K / 200K training games or all of them
@@ -30,7 +31,7 @@ Length on the command line: `--config.train.epochs=N` shortens the run to N epoc
 
 import ml_collections
 
-from chessjax.models import FAMILIES, LM_FAMILIES, family_sizes
+from chessjax.models import family_module
 from configs import common
 
 EPOCHS = 10  # The paper's cap (section 4); early stopping usually ends a run sooner.
@@ -46,6 +47,8 @@ def default_size(model: str, train: str) -> str:
     return "small"
   if model == "lstm":
     return "S" if train == "S" else "M"
+  if model in ("reformer", "performer"):  # Table 12: hashing rounds / local heads per size
+    return {"S": "S", "M": "M"}.get(train, "L")
   return "d256"
 
 
@@ -54,16 +57,14 @@ def parse_arg(arg: str | None) -> dict:
   defaults.update(epochs=None, steps=None)
   defaults[common.MODEL_PREFIX] = {}
   out = common.parse_arg(arg, defaults, {"rap_p": float, "epochs": int, "steps": int})
-  models = sorted({*FAMILIES, *LM_FAMILIES})
-  if out["model"] not in models:
-    raise ValueError(f"unknown model {out['model']!r}; expected one of {models}")
+  family_module(out["model"])  # Unknown models raise here, naming the valid ones.
   if out["notation"] not in ("uci", "rap", "ap"):
     raise ValueError(f"notation must be uci, rap or ap, got {out['notation']!r}")
   if out["train"] not in TRAIN_GAMES:
     raise ValueError(f"train must be one of {sorted(TRAIN_GAMES)}, got {out['train']!r}")
   out["size"] = out["size"] or default_size(out["model"], out["train"])
-  if out["size"] not in family_sizes(out["model"]):
-    sizes = sorted(family_sizes(out["model"]))
+  if out["size"] not in family_module(out["model"]).SIZES:
+    sizes = sorted(family_module(out["model"]).SIZES)
     raise ValueError(f"unknown size {out['size']!r} for {out['model']}; expected one of {sizes}")
   out[common.MODEL_PREFIX] = common.model_overrides(
     out["model"], out["size"], out[common.MODEL_PREFIX]
@@ -108,6 +109,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.batch_size = 60  # The released code's effective batch is 64.
   c.data.max_len = 512  # GPT-2's positions; games of up to 150 plies need at most 2 + 4 x 150.
   c.data.bucket_lengths = (128, 192, 256, 320, 384, 448, 512)
+  if a["model"] == "reformer":
+    # Axial positions 14 x 25 = 350 (Table 12). Games of up to 150 plies fit with UCI; AP needs
+    # up to 2 + 3 x 150 tokens, so prepare AP data for the Reformer with `--max-plies 116`.
+    c.data.max_len, c.data.bucket_lengths = 350, (100, 150, 200, 250, 300, 350)
   c.data.worker_count = 0
   c.data.window_batches = 64
 

@@ -50,7 +50,9 @@ class FamilyModule(Protocol):
 
 
 # Modules under chessjax.models, each building the families it lists in FAMILIES.
-BUILTIN = ("transformer", "slice", "gated_deltanet", "mamba", "gpt2", "lstm")
+BUILTIN = (
+  "transformer", "slice", "gated_deltanet", "mamba", "gpt2", "lstm", "reformer", "performer",
+)  # fmt: skip
 _BUILTIN_MODULES = {m: importlib.import_module(f"chessjax.models.{m}") for m in BUILTIN}
 _BUILTIN_FAMILIES = {f: mod for mod in _BUILTIN_MODULES.values() for f in mod.FAMILIES}
 FAMILIES = tuple(f for f, mod in _BUILTIN_FAMILIES.items() if mod.SIZES is SIZES)

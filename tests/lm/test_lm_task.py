@@ -95,8 +95,8 @@ def test_config_recipe_and_errors():
   assert c.train.early_stopping_patience == 1 and c.optim.warmup_fraction == 0.1
   with pytest.raises(ValueError, match="notation"):
     lm_config.get_config("notation=san")
-  with pytest.raises(ValueError, match="unknown model"):
-    lm_config.get_config("model=reformer")
+  with pytest.raises(ValueError, match="unknown model family 'nope'"):
+    lm_config.get_config("model=nope")
 
 
 def tiny_lm_config(data, notation, **train):
@@ -184,6 +184,11 @@ def test_evaluate_scores_perplexity_and_every_probe(lm_dataset, tiny_lm, tmp_pat
     ("model=gpt2", 85_508_352),
     ("model=lstm,train=S", 24_279_885),
     ("model=lstm,train=M", 32_676_685),
+    ("model=reformer,train=S", 83_445_069),
+    ("model=reformer,train=L", 83_445_069),
+    ("model=performer,train=S", 85_137_485),
+    ("model=performer,train=M", 85_137_485),
+    ("model=performer,train=S,model.positions=learned", 85_530_701),
   ],
 )
 def test_lm_configs_build_the_papers_models(arg, params):
