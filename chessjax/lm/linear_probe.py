@@ -72,10 +72,7 @@ def move_end_positions(game: dict, task) -> tuple[np.ndarray, np.ndarray]:
   if task.head == "state":
     return moves.astype(np.int32), np.arange(1, plies + 1)
   row = tk.eval_row(moves, game["states"], vocab=task.vocab, notation=task.notation)
-  _, _, promo = tk.decode_moves(moves)
-  per_move = 2 + (promo > 0).astype(np.int64)
-  if task.notation == "ap":
-    per_move += tk.move_pieces(moves, game["states"]) >= 0
+  per_move = tk.move_token_counts(moves, game["states"], letters=task.notation == "ap")
   return row["inputs"], np.cumsum(per_move)  # `<s>` is index 0.
 
 

@@ -23,10 +23,6 @@ from chessjax.lm import tokens as tk
 
 log = logging.getLogger(__name__)
 
-# At most 16 promotions a game (one per pawn), so a row of `plies` moves has at most
-# 2 + 2 plies + min(16, plies) tokens, plus one letter a move with piece letters.
-MAX_PROMOTIONS = 16
-
 
 class TokenRows:
   """Rows of the LM task from stored games (`chessjax.data.rows.RowFormat`).
@@ -46,8 +42,7 @@ class TokenRows:
   def lengths(self, steps: np.ndarray) -> np.ndarray:
     """Input length bound per game (tokens - 1) from its steps (plies + 1)."""
     plies = np.asarray(steps, dtype=np.int64) - 1
-    n = 1 + 2 * plies + np.minimum(plies, MAX_PROMOTIONS) + (plies if self.letters else 0)
-    return n.astype(np.int32)
+    return (tk.token_length_bound(plies, letters=self.letters) - 1).astype(np.int32)
 
   def row(self, game: dict, index: int, epoch: int) -> dict:
     moves, states = game["moves"], game["states"]

@@ -323,25 +323,39 @@ def eval_row(moves: np.ndarray, states: np.ndarray, *, vocab: Vocab, notation: s
   return lm_row(moves, states, vocab=vocab, notation="ap" if notation == "ap" else "uci")
 
 
+# At most 16 promotions a game (one per pawn).
+MAX_PROMOTIONS = 16
+
+
+def move_token_counts(
+  moves: np.ndarray, states: np.ndarray | None = None, *, letters: bool
+) -> np.ndarray:
+  """int64[T]: the tokens each move of a stored game takes in a row, the one statement of the
+  layout (`game_token_ids` writes it): from- and to-square, a promotion letter, and with `letters`
+  a piece letter before the move (none for castling; needs the states)."""
+  _, _, promo = decode_moves(moves)
+  n = 2 + (promo > 0).astype(np.int64)
+  if letters:
+    if states is None:
+      raise ValueError("piece letters need the states (castling has no letter)")
+    n += move_pieces(moves, states) >= 0
+  return n
+
+
 def token_length(moves: np.ndarray, states: np.ndarray | None = None, *, notation: str) -> int:
   """Token count of a game's row with `<s>` and `</s>`: exact for "uci" and "ap"; for "rap" the
   AP length, an upper bound reached when every draw is 1. ("uci" ignores `states`.)"""
-  frm, _, promo = decode_moves(moves)
-  n = 2 + 2 * len(frm) + int(np.count_nonzero(promo))
-  if notation == "uci":
-    return n
   if notation not in NOTATIONS:
     raise ValueError(f"notation must be one of {NOTATIONS}, got {notation!r}")
-  if states is None:
-    raise ValueError(f"token_length for {notation!r} needs the states (castling has no letter)")
-  return n + int(np.count_nonzero(move_pieces(moves, states) >= 0))
+  return 2 + int(move_token_counts(moves, states, letters=notation != "uci").sum())
 
 
-def max_token_length(plies: int) -> int:
-  """An upper bound on the token count of any row of a game of `plies` moves, any notation:
-  `<s>`, `</s>` and at most 4 tokens a move (piece, from, to, promotion; a promotion move's letter
-  is P, so 4 is reached)."""
-  return 2 + 4 * int(plies)
+def token_length_bound(plies, *, letters: bool):
+  """The longest row (`<s>` ... `</s>`) any game of `plies` moves can have, from the move count
+  alone (`move_token_counts` at its largest): 2 tokens a move, a letter a move with `letters`,
+  and at most `MAX_PROMOTIONS` promotion letters. Works on arrays."""
+  plies = np.asarray(plies, dtype=np.int64)
+  return 2 + 2 * plies + np.minimum(plies, MAX_PROMOTIONS) + (plies if letters else 0)
 
 
 def _xp(x):

@@ -146,7 +146,10 @@ def test_token_lengths(encoded):
     assert n_ap == len(tk.lm_row(moves, states, vocab=VOCAB, notation="ap")["tokens"])
     rap = tk.lm_row(moves, states, vocab=VOCAB, notation="rap", rap_p=0.5, game_index=1)
     assert len(rap["tokens"]) <= tk.token_length(moves, states, notation="rap") == n_ap
-    assert n_ap <= tk.max_token_length(plies)
+    assert n_ap <= tk.token_length_bound(plies, letters=True)
+    assert n_uci <= tk.token_length_bound(plies, letters=False)
+    counts = tk.move_token_counts(moves, states, letters=True)
+    assert counts.shape == (plies,) and 2 + counts.sum() == n_ap
   m, s = encoding.encode_game(
     ["a2a4", "b7b5", "a4b5", "a7a6", "b5a6", "c8b7", "a6b7", "b8c6", "b7a8q"]
   )
