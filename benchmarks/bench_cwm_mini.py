@@ -28,8 +28,9 @@ Wall and CPU time of every segment go to the run's `bench.json`; a segment kille
 session is counted by its wall time up to the run's last log line, its CPU time as unknown.
 
 Output: `WORK/tables.md` and `WORK/tables.json` (Table 8 layout: mean and min-max over seeds beside
-the paper's d128 row; the ablation pairs on both splits; time per run) and `WORK/curves.png`
-(validation loss against steps, one line per family, seeds as thin lines, their mean thick).
+the paper's d128 row; the ablation pairs on both splits; time per run), `WORK/curves.png`
+(validation loss against steps, one line per family, seeds as thin lines, their mean thick), and
+`WORK/report/` from `chessjax.world_model.report` (the paper's layouts, one run per cell).
 """
 
 import argparse
@@ -52,23 +53,18 @@ ABLATIONS = {"slice_diag": "slice", "gated_deltanet_pos": "gated_deltanet", "mam
 METRICS = ("loss", "labelwise", "exact_state", "trajectory")
 SPLITS = ("real", "random")
 
-# Walker & Lyons, Table 8 (main families, d128/l1) and Tables 9-10 (ablations, d128/l1): loss,
-# Labelwise %, ExactState %, Trajectory % on the held-out real and the random-uniform test sets.
-PAPER_D128 = {
-  "transformer": {"real": (0.137515, 95.81, 26.82, 0.02), "random": (0.611882, 85.53, 2.67, 0.00)},
-  "slice": {"real": (0.055239, 98.22, 41.20, 0.16), "random": (0.322331, 92.21, 4.14, 0.00)},
-  "mamba3": {"real": (0.042266, 98.57, 51.96, 1.48), "random": (0.305990, 91.57, 5.66, 0.00)},
-  "gated_deltanet": {
-    "real": (0.051443, 98.34, 49.47, 1.04),
-    "random": (0.534119, 90.37, 5.05, 0.00),
-  },
-  "slice_diag": {"real": (0.120725, 96.48, 16.67, 0.00), "random": (35.9174, 87.33, 2.09, 0.00)},
-  "mamba2": {"real": (0.056944, 98.13, 46.41, 1.04), "random": (0.393216, 89.85, 4.92, 0.00)},
-  "gated_deltanet_pos": {
-    "real": (0.053603, 98.26, 47.49, 0.78),
-    "random": (0.496955, 90.39, 4.80, 0.00),
-  },
-}
+
+def paper_d128() -> dict:
+  """family -> split -> (loss, Labelwise %, ExactState %, Trajectory %) at d128: Walker & Lyons,
+  Table 8 (main families) and Tables 9-10 (ablations), from the repository's data file."""
+  from chessjax.world_model.report import paper_results
+
+  out = {}
+  for table in ("table8", "table9", "table10"):
+    for row in paper_results()["tables"][table]["rows"]:
+      if row["size"] == "d128":
+        out.setdefault(row["family"], {})[row["split"]] = tuple(row[m] for m in METRICS)
+  return out
 
 
 def parse_args(argv=None):
@@ -345,6 +341,7 @@ def summarize(rows: list[dict]) -> dict:
 
 def tables_markdown(args, rows: list[dict], machine: str) -> str:
   s = summarize(rows)
+  paper = paper_d128()
   digits = {"loss": 4, "labelwise": 2, "exact_state": 2, "trajectory": 2}
   lines = [
     "# Chess-World-Model d128 ranking at CPU scale",
@@ -371,7 +368,7 @@ def tables_markdown(args, rows: list[dict], machine: str) -> str:
       cells = []
       for i, m in enumerate(METRICS):
         cells.append(_cell(s[family][split][m], digits[m]))
-        cells.append(_paper_cell(PAPER_D128[family][split][i], digits[m]))
+        cells.append(_paper_cell(paper[family][split][i], digits[m]))
       seeds = ",".join(str(x) for x in s[family]["seeds"])
       lines.append(f"| {family} | {seeds} | " + " | ".join(cells) + " |")
     lines.append("")
@@ -388,7 +385,7 @@ def tables_markdown(args, rows: list[dict], machine: str) -> str:
     for split in SPLITS:
       a = statistics.fmean(s[main][split]["exact_state"])
       b = statistics.fmean(s[ablation][split]["exact_state"])
-      pa, pb = PAPER_D128[main][split][2], PAPER_D128[ablation][split][2]
+      pa, pb = paper[main][split][2], paper[ablation][split][2]
       cells.append(f"{a:.2f} -> {b:.2f} ({b - a:+.2f}) [paper {pa:.2f} -> {pb:.2f}]")
     lines.append(f"| {main} -> {ablation} | " + " | ".join(cells) + " |")
   lines += [
@@ -460,6 +457,10 @@ def report(args, work: Path) -> None:
   write_json(work / "tables.json", {"args": vars(args), "runs": rows, "summary": summarize(rows)})
   curves_png(rows, work / "curves.png")
   print(f"wrote {work / 'tables.md'}, tables.json, curves.png ({len(rows)} runs)")
+  # The paper's layouts (Tables 4-10, Figures 3-4) from the same runs: the reproduction kit's
+  # report, which keeps one run per cell (the lowest validation loss), not the seeds' mean.
+  report_cmd = [sys.executable, "-m", "chessjax.world_model.report", "--runs", str(work / "runs")]
+  subprocess.run(report_cmd + ["--out", str(work / "report")], cwd=REPO, check=True)
 
 
 def main(argv=None) -> None:

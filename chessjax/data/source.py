@@ -85,3 +85,32 @@ def read_games(path, split: str | None = None) -> Iterator[dict]:
   source = GameSource(path, split)
   for i in range(len(source)):
     yield source[i]
+
+
+# Datasets named on an evaluation command line (both tracks' `--data` / `--sets`).
+
+
+def parse_data_arg(text: str) -> tuple[str, str, str | None]:
+  """`NAME=PATH[:SPLIT]` -> (name, path, split or None). A `:` is a split separator only when
+  what follows it contains no `/`."""
+  name, sep, rest = text.partition("=")
+  if not sep or not name or not rest:
+    raise ValueError(f"--data {text!r} is not NAME=PATH[:SPLIT]")
+  path, colon, split = rest.rpartition(":")
+  if not colon or not path or not split or "/" in split:
+    return name, rest, None
+  return name, path, split
+
+
+def resolve_split(path, split: str | None) -> str:
+  """The split to evaluate: `split` if the dataset has it, else `test`, else its only split."""
+  splits = sorted(read_manifest(path)["splits"])
+  if split is not None:
+    if split not in splits:
+      raise ValueError(f"{path} has no split {split!r}; it has {splits}")
+    return split
+  if "test" in splits:
+    return "test"
+  if len(splits) == 1:
+    return splits[0]
+  raise ValueError(f"{path} has no 'test' split; name one of {splits} as {path}:SPLIT")

@@ -33,9 +33,9 @@ import numpy as np
 
 from chessjax import evaluation, runtime, workdir
 from chessjax.data import pipeline
+from chessjax.data.source import parse_data_arg, resolve_split
 from chessjax.files import as_path, write_json, write_text
 from chessjax.lm import continuations, probing
-from chessjax.world_model.evaluate import parse_data_arg, resolve_split
 
 TASK_NAMES = {
   "end_actual": "End-Actual",

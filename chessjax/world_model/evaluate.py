@@ -47,7 +47,7 @@ from jax.sharding import PartitionSpec as P
 
 from chessjax import evaluation, labels, runtime, workdir
 from chessjax.data import pipeline
-from chessjax.data.source import GameSource, read_manifest
+from chessjax.data.source import GameSource, parse_data_arg, read_manifest, resolve_split
 from chessjax.encoding import id_to_move
 from chessjax.files import as_path, is_url, write_figure, write_text
 from chessjax.world_model import metrics, plots
@@ -80,37 +80,11 @@ def eval_batch(logits_fn, params, model_state, batch: dict) -> tuple[dict, dict]
 # Datasets and the evaluation pass
 
 
-def parse_data_arg(text: str) -> tuple[str, str, str | None]:
-  """`NAME=PATH[:SPLIT]` -> (name, path, split or None). A `:` is a split separator only when
-  what follows it contains no `/`."""
-  name, sep, rest = text.partition("=")
-  if not sep or not name or not rest:
-    raise ValueError(f"--data {text!r} is not NAME=PATH[:SPLIT]")
-  path, colon, split = rest.rpartition(":")
-  if not colon or not path or not split or "/" in split:
-    return name, rest, None
-  return name, path, split
-
-
-def resolve_split(path, split: str | None) -> str:
-  """The split to evaluate: `split` if the dataset has it, else `test`, else its only split."""
-  splits = sorted(read_manifest(path)["splits"])
-  if split is not None:
-    if split not in splits:
-      raise ValueError(f"{path} has no split {split!r}; it has {splits}")
-    return split
-  if "test" in splits:
-    return "test"
-  if len(splits) == 1:
-    return splits[0]
-  raise ValueError(f"{path} has no 'test' split; name one of {splits} as {path}:SPLIT")
-
-
 def _eval_iterator(path, split: str, num_games: int, batch_size: int, config):
   return pipeline.make_eval_batches(
     path,
     split,
-    WorldModelTask.rows,
+    WorldModelTask.eval_rows,
     batch_size=batch_size,
     bucket_lengths=tuple(config.data.bucket_lengths),
     max_len=config.data.max_len,
@@ -119,15 +93,16 @@ def _eval_iterator(path, split: str, num_games: int, batch_size: int, config):
 
 
 def _compile_shapes(step_fn, params, model_state, plan, sharding) -> dict[int, object]:
-  """Ahead-of-time executables for every bucket length of `plan`, keyed by length."""
+  """Ahead-of-time executables for every bucket length of `plan`, keyed by length; the batch
+  shapes are those the task's evaluation row format writes (an all-padding batch of it)."""
   b = plan.batch_size
   compiled = {}
   for length in sorted({plan.global_batch(i)[1] for i in range(len(plan))}):
+    example = WorldModelTask.eval_rows.batch([None] * b, length, max_len=None, epoch=0)
+    example["index"] = np.zeros(b, np.int32)  # The loader adds each row's game index.
     spec = {
-      "moves": jax.ShapeDtypeStruct((b, length), jnp.int32, sharding=sharding),
-      "states": jax.ShapeDtypeStruct((b, length, labels.NUM_LABELS), jnp.uint8, sharding=sharding),
-      "mask": jax.ShapeDtypeStruct((b, length), jnp.bool_, sharding=sharding),
-      "index": jax.ShapeDtypeStruct((b,), jnp.int32, sharding=sharding),
+      key: jax.ShapeDtypeStruct(example[key].shape, example[key].dtype, sharding=sharding)
+      for key in EVAL_KEYS
     }
     compiled[length] = step_fn.lower(params, model_state, spec).compile()
   return compiled

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 
 from chessjax import labels, train, workdir
-from chessjax.data import GameSource, read_manifest
+from chessjax.data import GameSource, read_manifest, source
 from chessjax.encoding import PAD_ID
 from chessjax.world_model import boards, evaluate, metrics, track
 from configs import cwm
@@ -215,16 +215,16 @@ def test_bad_arguments_fail_clearly(run_dir, data, tmp_path, capsys):
   del manifest["splits"]["test"]
   (no_test / "manifest.json").write_text(json.dumps(manifest))
   with pytest.raises(ValueError, match=r"no 'test' split; name one of \['train'"):
-    evaluate.resolve_split(no_test, None)
+    source.resolve_split(no_test, None)
   with pytest.raises(FileNotFoundError, match="not a training workdir"):
     evaluate.evaluate(tmp_path / "missing", {"x": (data["real"], None)})
   with pytest.raises(SystemExit):
     evaluate.main(["--workdir", str(tmp_path / "missing"), "--data", f"x={data['real']}"])
   assert "not a training workdir" in capsys.readouterr().err
   with pytest.raises(ValueError, match="NAME=PATH"):
-    evaluate.parse_data_arg("just/a/path")
-  assert evaluate.parse_data_arg("r=/d/x:test") == ("r", "/d/x", "test")
-  assert evaluate.parse_data_arg("r=/d/x") == ("r", "/d/x", None)
+    source.parse_data_arg("just/a/path")
+  assert source.parse_data_arg("r=/d/x:test") == ("r", "/d/x", "test")
+  assert source.parse_data_arg("r=/d/x") == ("r", "/d/x", None)
 
 
 def test_track_prints_every_ply(run_dir, restored, monkeypatch, capsys, tmp_path):
