@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from matplotlib import ticker
 
 from chessjax.files import write_figure, write_json, write_text
 from chessjax.world_model import selection
@@ -447,6 +448,9 @@ def figure3(tables: dict, paper: dict):
           name = paper["families"].get(family, family)
           ax.plot(x, y, marker="o", color=colors[family], label=f"{name} ({source})", **style)
       ax.set_xscale("log")
+      ax.xaxis.set_major_locator(ticker.FixedLocator([3, 5, 10, 20, 40]))
+      ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+      ax.xaxis.set_minor_formatter(ticker.NullFormatter())
       if metric == "loss":
         ax.set_yscale("log")
       ax.set_xlabel("parameters (M)")
