@@ -15,7 +15,7 @@ B, T = 8, 32
 
 def world_model_config():
   # Gated DeltaNet: no dropout, so the accumulated step must equal the one-shot step.
-  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True,model.layers=2")
+  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
   config.data.batch_size = B
   return config
 
