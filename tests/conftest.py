@@ -81,13 +81,21 @@ def small_dataset(tmp_path_factory) -> Path:
 
 # The modules whose tests take longest in `make test`'s durations, longest first.
 LONGEST_MODULES = (
+  "test_train",
+  "test_lm_learns",
   "test_termination_atomic",
   "test_termination",
-  "test_train",
+  "test_report",
   "test_lm_linear_probe",
+  "test_reformer",
+  "test_micro_batches",
   "test_encoding",
   "test_lm_task",
-  "test_lm_learns",
+  "test_performer",
+  "test_llm_pickers",
+  "test_lm_probe_shared_prefix",
+  "test_plugin_family",
+  "test_lm_picker",
 )
 
 
