@@ -43,6 +43,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.bench_vs_reference_train import pinned_env
 from chessjax.files import write_json, write_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -174,17 +175,6 @@ def eval_command(args, data: dict, workdir: Path) -> list[str]:
   ]  # fmt: skip
 
 
-def pinned(core: int) -> tuple[list[str], dict]:
-  env = dict(os.environ)
-  for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    env[var] = "1"
-  env["XLA_FLAGS"] = (
-    env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-  ).strip()
-  env["JAX_PLATFORMS"] = "cpu"
-  return ["taskset", "-c", str(core)], env
-
-
 def _bench_record(workdir: Path) -> dict:
   path = workdir / "bench.json"
   return json.loads(path.read_text()) if path.exists() else {"segments": []}
@@ -207,7 +197,7 @@ def segment(workdir: Path, phase: str, cmd: list[str], core: int) -> int:
   entry = {"phase": phase, "core": core, "start": time.time()}
   record["segments"].append(entry)
   write_json(workdir / "bench.json", record)
-  prefix, env = pinned(core)
+  prefix, env = pinned_env(core)
   with open(workdir / f"{phase}.log", "a") as log:
     proc = subprocess.Popen(prefix + cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(proc.pid, 0)
