@@ -28,7 +28,9 @@ state-tracking backbones as UCI language models.
 RUNS names the models: GPT-2 `micro` (4 layers, width 128, 4 heads: 868,736 parameters) with UCI,
 UCI + RAP (p = 0.25) and UCI + AP, and chessjax's recurrent backbones as UCI language models
 through the token head at about the same parameter count (3 layers of width 128; Gated DeltaNet's
-MLP 480 wide and Mamba-3's 384 to land there).
+MLP 480 wide and Mamba-3's 384 to land there); Gated DeltaNet with RAP and AP too (why RAP hurts
+small models); and the paper's Table 6 baselines as UCI models at `micro` size: GPT-2 w=50
+(868,736), Reformer (807,309), Performer (811,085), the LSTM (846,333; also with RAP).
 """
 
 import argparse
@@ -50,6 +52,15 @@ RUNS = {
   "slice-uci": ("slice", "d128", "uci", {"layers": 3}),
   "gdn-uci": ("gated_deltanet", "d128", "uci", {"layers": 3, "mlp_width": 480}),
   "mamba3-uci": ("mamba3", "d128", "uci", {"layers": 3, "mlp_hidden": 384}),
+  # Why RAP hurts small models: the best backbone above with RAP and AP (README, docs/lm.md).
+  "gdn-rap": ("gated_deltanet", "d128", "rap", {"layers": 3, "mlp_width": 480}),
+  "gdn-ap": ("gated_deltanet", "d128", "ap", {"layers": 3, "mlp_width": 480}),
+  # Table 6 (section 5.3, UCI): the paper's other models at about GPT-2 micro's parameter count.
+  "gpt2w50-uci": ("gpt2_w50", "micro", "uci", {}),
+  "reformer-uci": ("reformer", "micro", "uci", {}),
+  "performer-uci": ("performer", "micro", "uci", {}),
+  "lstm-uci": ("lstm", "micro", "uci", {}),
+  "lstm-rap": ("lstm", "micro", "rap", {}),
 }
 
 # Toshniwal et al. 2022, Train-S rows (GPT-2 small): Table 3 (dev / test perplexity), Table 5
@@ -205,7 +216,7 @@ def tables(results: dict, work: Path) -> str:
   ]
   for name, r in results.items():
     notation = r["notation"]
-    paper = PAPER_PPL.get(notation) if name.startswith("gpt2") else None
+    paper = PAPER_PPL.get(notation) if RUNS[name][0] == "gpt2" else None
     dev, test = r["perplexity"]["dev"]["perplexity"], r["perplexity"]["test"]["perplexity"]
     cell = lambda x, p: f"{x:.2f} / {p}" if p else f"{x:.2f}"  # noqa: E731
     p_dev, p_test = paper or (None, None)
@@ -226,7 +237,7 @@ def tables(results: dict, work: Path) -> str:
       if f"{kind}_actual" not in tasks:
         continue
       scores = {"actual": tasks[f"{kind}_actual"], "other": tasks[f"{kind}_other"]}
-      paper = paper_rows.get(r["notation"]) if name.startswith("gpt2") else None
+      paper = paper_rows.get(r["notation"]) if RUNS[name][0] == "gpt2" else None
       lines.append(f"| {name} | " + " | ".join(_cells(scores, paper)) + " |")
     lines.append(f"| random legal | - | - | - | - | {baseline:.1f} / {PAPER_BASELINE[kind]} |")
   return "\n".join(lines) + "\n"

@@ -39,9 +39,11 @@ from chessjax.models import layers
 FAMILIES = ("lstm",)
 STREAMING = True
 # (embedding, hidden, layers). S / M / L: Toshniwal et al., Table 12 (3 layers for Train-S, 4 for
-# Train-M and Train-L); tiny: a CPU size of this codebase.
+# Train-M and Train-L); tiny and micro: CPU sizes of this codebase (micro: 846,333 parameters
+# at vocabulary 77, about GPT-2 micro's 868,736).
 SIZES = {
   "tiny": (32, 64, 2),
+  "micro": (128, 240, 2),
   "S": (768, 1024, 3),
   "M": (768, 1024, 4),
   "L": (768, 1024, 4),
