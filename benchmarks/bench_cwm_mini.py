@@ -24,6 +24,10 @@ validation every `--eval-every` steps. Seeds: `--seeds` for the four main famili
 
 Resuming: a run is `WORK/runs/FAMILY_sSEED/`, a chessjax workdir; rerunning the command continues
 an unfinished run from its newest checkpoint and evaluates finished ones once (`eval/*.json`).
+Across sessions and machines: `--record` (default `docs/results/bench_cwm_mini.json`, the
+committed tables.json of earlier sessions) holds finished runs; a planned run found there and not
+in WORK is not trained again and enters the tables from the record (`--record ""` retrains
+everything from scratch); `--update-record` writes this report's tables.json back to it.
 Wall and CPU time of every segment go to the run's `bench.json`; a segment killed by the end of a
 session is counted by its wall time up to the run's last log line, its CPU time as unknown.
 
@@ -48,6 +52,7 @@ from chessjax.files import write_json, write_text
 
 REPO = Path(__file__).resolve().parents[1]
 MASTERS = REPO.parent / "shared" / "data" / "masters"
+RECORD = REPO / "docs" / "results" / "bench_cwm_mini.json"
 PAPER_STEPS = 310_944  # configs/cwm.py STEPS_4_EPOCHS: the horizon of the paper's warmups
 MAIN = ("transformer", "slice", "gated_deltanet", "mamba3")
 ABLATIONS = {"slice_diag": "slice", "gated_deltanet_pos": "gated_deltanet", "mamba2": "mamba3"}
@@ -84,7 +89,24 @@ def parse_args(argv=None):
   ap.add_argument("--cores", default="1", help="one run at a time on each of these cores")
   ap.add_argument("--tag", default="", help="suffix of the run folders (e.g. _x4 for --steps x4)")
   ap.add_argument("--report-only", action="store_true", help="write the tables from what exists")
+  ap.add_argument(
+    "--record", default=str(RECORD), help='finished runs of earlier sessions ("": none)'
+  )
+  ap.add_argument("--update-record", action="store_true", help="write the tables.json to --record")
   return ap.parse_args(argv)
+
+
+def recorded(args) -> dict[tuple[str, int], dict]:
+  """(family, seed) -> row of the record's tables.json, for the runs of this protocol (same steps,
+  batch, length cut, test games and tag)."""
+  if not args.record or not Path(args.record).exists():
+    return {}
+  record = json.loads(Path(args.record).read_text())
+  keys = ("steps", "batch_size", "max_len", "test_games", "tag")
+  if any(record["args"].get(k) != getattr(args, k) for k in keys):
+    print(f"record {args.record}: another protocol, not used", flush=True)
+    return {}
+  return {(row["family"], row["seed"]): row for row in record["runs"]}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -238,8 +260,9 @@ def do_run(args, family: str, seed: int, data: dict, work: Path, core: int) -> N
 
 def run_all(args, work: Path, data: dict) -> None:
   """Every planned run, one at a time per core; runs already evaluated are skipped."""
-  todo = [r for r in plan(args) if not evaluated(run_dir(work, *r, args.tag))]
-  print(f"{len(todo)} runs to do of {len(plan(args))}", flush=True)
+  done = recorded(args)
+  todo = [r for r in plan(args) if not evaluated(run_dir(work, *r, args.tag)) and r not in done]
+  print(f"{len(todo)} runs to do of {len(plan(args))} ({len(done)} in the record)", flush=True)
   lock = threading.Lock()
 
   def lane(core: int) -> None:
@@ -275,10 +298,12 @@ def validation_curve(workdir: Path) -> list[tuple[int, float]]:
 
 
 def collect(args, work: Path) -> list[dict]:
-  rows = []
+  rows, done = [], recorded(args)
   for family, seed in plan(args):
     workdir = run_dir(work, family, seed, args.tag)
     if not evaluated(workdir):
+      if (family, seed) in done:
+        rows.append(done[family, seed])
       continue
     row = {"family": family, "seed": seed, "workdir": str(workdir.relative_to(work))}
     for split in SPLITS:
@@ -447,8 +472,15 @@ def report(args, work: Path) -> None:
   write_json(work / "tables.json", {"args": vars(args), "runs": rows, "summary": summarize(rows)})
   curves_png(rows, work / "curves.png")
   print(f"wrote {work / 'tables.md'}, tables.json, curves.png ({len(rows)} runs)")
+  if args.update_record:
+    write_json(Path(args.record), {"args": vars(args), "runs": rows, "summary": summarize(rows)})
+    print(f"wrote {args.record}")
   # The paper's layouts (Tables 4-10, Figures 3-4) from the same runs: the reproduction kit's
-  # report, which keeps one run per cell (the lowest validation loss), not the seeds' mean.
+  # report, which keeps one run per cell (the lowest validation loss), not the seeds' mean, and
+  # reads workdirs, so it sees only the runs of WORK (not those taken from the record).
+  if not any(evaluated(run_dir(work, *r, args.tag)) for r in plan(args)):
+    print("no run of WORK evaluated: the paper-layout report is left out")
+    return
   report_cmd = [sys.executable, "-m", "chessjax.world_model.report", "--runs", str(work / "runs")]
   subprocess.run(report_cmd + ["--out", str(work / "report")], cwd=REPO, check=True)
 

@@ -1,0 +1,37 @@
+"""benchmarks/bench_cwm_mini.py across sessions: finished runs of the committed record are not
+trained again and enter the tables; a record of another protocol is ignored."""
+
+import json
+
+from benchmarks import bench_cwm_mini as bench
+
+
+def _record(tmp_path, **protocol):
+  args = vars(bench.parse_args(["--work", str(tmp_path / "old")]))
+  args.update(protocol)
+  row = {"family": "slice", "seed": 0, "workdir": "runs/slice_s0", "curve": [[250, 1.0]]}
+  path = tmp_path / "record.json"
+  path.write_text(json.dumps({"args": args, "runs": [row], "summary": {}}))
+  return path, row
+
+
+def test_recorded_runs_are_skipped_and_reported(tmp_path, monkeypatch):
+  path, row = _record(tmp_path)
+  argv = ["--work", str(tmp_path / "w"), "--record", str(path), "--families", "slice,mamba3"]
+  args = bench.parse_args(argv + ["--seeds", "0"])
+  assert bench.recorded(args) == {("slice", 0): row}
+  assert bench.collect(args, tmp_path / "w") == [row]  # mamba3_s0: neither local nor recorded
+  trained = []
+  monkeypatch.setattr(
+    bench, "do_run", lambda args, family, seed, *rest: trained.append((family, seed))
+  )
+  bench.run_all(args, tmp_path / "w", data={})
+  assert trained == [("mamba3", 0)]
+
+
+def test_a_record_of_another_protocol_or_none_is_not_used(tmp_path):
+  path, _ = _record(tmp_path, steps=12000)
+  args = bench.parse_args(["--work", str(tmp_path / "w"), "--record", str(path)])
+  assert bench.recorded(args) == {}
+  args = bench.parse_args(["--work", str(tmp_path / "w"), "--record", ""])
+  assert bench.recorded(args) == {}
