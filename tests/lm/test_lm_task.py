@@ -233,3 +233,45 @@ def test_run_length_keys_conflict_or_take_a_stated_precedence(lm_dataset, caplog
   with caplog.at_level("WARNING", logger="chessjax.lm.task"):
     check_config(c)
   assert not caplog.text
+
+
+def test_target_roles_follow_the_move_layout():
+  from chessjax.lm import token_roles
+
+  vocab = tk.Vocab.default()
+  ucis = ["e2e4", "g8f6", "a7a8q", "e1g1"]
+  ids = tk.tokenize(ucis, vocab, pieces=["P", "N", "P", None]).tolist()  # AP-style letters
+  targets = np.array([ids[1:] + [vocab.pad_id]], np.int32)
+  weights = np.array([[1.0] * (len(ids) - 1) + [0.0]], np.float32)
+  roles = token_roles.target_roles(targets, weights, vocab)[0]
+  names = ["pad" if r < 0 else token_roles.ROLES[r] for r in roles]
+  assert names == [
+    *("piece", "from", "to"),
+    *("piece", "from", "to"),
+    *("piece", "from", "to", "promotion"),
+    *("from", "to"),
+    *("end", "pad"),
+  ]
+
+
+@pytest.mark.slow
+def test_token_roles_add_up_to_the_per_move_loss(lm_dataset, tiny_lm, capsys):
+  from chessjax.lm import token_roles
+
+  run_dir, summary = tiny_lm
+  assert token_roles.main(["--workdir", str(run_dir), "--max-games", "1000"]) == 0
+  result = json.loads((run_dir / "eval" / "token_roles.json").read_text())
+  dev = result["splits"]["dev"]
+  games = list(source.read_games(lm_dataset, "dev"))
+  plies = sum(len(g["moves"]) - 1 for g in games)
+  roles = dev["roles"]
+  # Every move has a from- and a to-square, every game one </s>; UCI dev rows carry no letters.
+  assert roles["from"]["targets"] == roles["to"]["targets"] == plies
+  assert roles["end"]["targets"] == len(games) and roles["piece"]["targets"] == 0
+  assert dev["moves"] == plies + len(games)
+  # The roles' shares add up to the per-move loss validation reported for the same checkpoint.
+  assert sum(r["loss_per_move"] for r in roles.values()) == pytest.approx(dev["loss"])
+  assert dev["loss"] == pytest.approx(summary["validation"]["loss"], rel=1e-5)
+  for role in ("from", "to", "end"):
+    assert 0.0 <= roles[role]["piece_mass"] <= 1.0
+  assert "piece-letter mass" in capsys.readouterr().out
