@@ -12,11 +12,13 @@ report it:
   non-AP model, AP's piece letters present and scored;
 * the probing tasks the model can take (End-Actual, End-Other; Start tasks for RAP and AP models;
   Tables 4-5): ExM, LgM and R-precision (%), the random-legal baselines, the error categories of
-  the End tasks (Table 7), in total and per piece type. Each row's prompts share its prefix,
+  the End tasks (Table 7), in total and per piece type, pseudo-legal errors by check and king
+  (Table 13) and path-obstruction errors by piece (Table 14). Each row's prompts share its prefix,
   which runs once (`chessjax.lm.probing.task_logits`, `chessjax.lm.continuations`);
   `probe_reference` runs every prompt on its own and gives the same outputs.
 WORKDIR/eval/ receives `results.json`, `results.md` (the paper's table layout) and `probes.jsonl`
-(one line per task and row: prompt prefix, answers, the model's top-1 token, its category). Files
+(one line per task and row: prompt prefix, piece and start square, answers, the model's top-1
+token, its error category, Table 13 case and path length; `probe_result`). Files
 are written atomically by process 0. The conventions are those of every evaluation of a workdir
 (`chessjax.lm.linear_probe` too): reports under WORKDIR/eval/, the best checkpoint by default
 (`default_checkpoint`).
@@ -121,12 +123,24 @@ def probe_reference(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[
 
 
 def probe_result(end_rows, start_rows, logits: dict, vocab, notation: str):
-  """(scores, per-row records) of per-task logits (`probing.task_logits`)."""
-  results = probing.score_tasks(end_rows, start_rows, logits, vocab, notation=notation)
+  """(scores, per-row records) of per-task logits (`probing.task_logits`). A record holds the
+  prompt (prefix, `piece` letter, End tasks' `start` square; `start` None for Start tasks), the
+  answers, the model's top-1 token and, for End tasks, its `error` category (None when legal),
+  Table 13's `pseudo_legal_case` and the top-1's `path_length` (`probing.end_row_details`)."""
+  boards = probing.boards_after(end_rows) if any(n.startswith("end") for n in logits) else None
+  results = probing.score_tasks(
+    end_rows, start_rows, logits, vocab, notation=notation, boards=boards
+  )
   records = []
   for name, task_logits in logits.items():
-    top1 = np.argmax(probing.masked(task_logits, vocab, notation), axis=-1)
+    scored = probing.masked(task_logits, vocab, notation)
+    top1 = np.argmax(scored, axis=-1)
     pairs = [probing.answers(e, s, name) for e, s in zip(end_rows, start_rows, strict=True)]
+    if name.startswith("end"):
+      details = probing.end_row_details(end_rows, name, scored, vocab, boards)
+    else:
+      piece_key = "piece_type" if name == "start_actual" else "other_piece_type"
+      details = [{"start": None, "piece": s[piece_key]} for s in start_rows]
     for i, (e, (want, ok)) in enumerate(zip(end_rows, pairs, strict=True)):
       predicted = vocab.tokens[int(top1[i])]
       records.append(
@@ -139,6 +153,7 @@ def probe_result(end_rows, start_rows, logits: dict, vocab, notation: str):
           "top1": predicted,
           "exact_match": None if want is None else predicted == want,
           "legal_match": predicted in ok,
+          **details[i],
         }
       )
   baselines = {
@@ -194,6 +209,24 @@ def results_markdown(result: dict) -> str:
       for piece, counts in errors["by_piece"].items():
         cells = " | ".join(str(counts[c]) for c in probing.ERROR_CATEGORIES)
         lines.append(f"| {piece} | {cells} |")
+    lines += [
+      "",
+      "Pseudo-legal errors by case (Table 13) and path-obstruction errors by piece (Table 14), "
+      "errors / total (total: the rows of the case or piece less those with an error of another "
+      "category):",
+      "",
+      "| case or piece | End-Actual | End-Other |",
+      "|---|---:|---:|",
+    ]
+    for key, names in (
+      ("pseudo_legal_by_case", probing.PSEUDO_LEGAL_CASES),
+      ("path_obstruction_by_piece", probing.TABLE11_PIECES),
+    ):
+      for name in (*names, "total"):
+        cells = [tasks[t]["errors"][key][name] for t in ("end_actual", "end_other")]
+        label = f"{name} ({key.split('_by_')[0].replace('_', '-')})"
+        pairs = " | ".join(f"{c['errors']} / {c['total']}" for c in cells)
+        lines.append(f"| {label} | {pairs} |")
   return "\n".join(lines) + "\n"
 
 
@@ -222,6 +255,7 @@ def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dic
   records = []
   if sets is not None:
     result["probes"], records = probe(restored, sets, batch_size=batch_size)
+    result["probes"]["sets"] = str(sets)
   if jax.process_index() == 0:
     out = as_path(run_dir) / EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)

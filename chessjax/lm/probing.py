@@ -29,6 +29,14 @@ unreachable (not a queen line or knight jump from the start square; includes the
 itself and non-square tokens), syntax (a lone piece of the true type on an empty board cannot reach
 it; a king's castling square lands here), pseudo-legal (a pseudo-legal move of the position,
 illegal only because of the own king), path obstruction (the rest).
+
+Finer breakdowns of those errors (appendix F), per End task: pseudo-legal errors by Table 13's
+four cases (`pseudo_legal_case`: the side to move in check in the prefix position or not x the
+prompt's piece, the one on its start square, a king or not) and path-obstruction errors by piece
+type (Table 14), each beside its "total": the rows of that case or piece minus those with an error
+of another category (the paper's note under both tables). Path length (Figure 8) is the Chebyshev
+distance from the start square to the predicted one, the number of king moves between them
+(constant for knights, 2, and kings, 1).
 """
 
 import json
@@ -42,6 +50,8 @@ from chessjax.lm import tokens as tk
 
 TASKS = ("end_actual", "end_other", "start_actual", "start_other")
 ERROR_CATEGORIES = ("unreachable", "syntax", "pseudo_legal", "path_obstruction")
+# Table 13's rows (appendix F.1): in check before the move or not x the king moved or another piece.
+PSEUDO_LEGAL_CASES = ("check_king", "check_other", "no_check_king", "no_check_other")
 TABLE11_PIECES = "RNBQK"  # the row order of Table 11
 
 LogitsFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -213,28 +223,107 @@ def error_category(board: chess.Board, start: str, piece: str, predicted_id: int
   return "path_obstruction"
 
 
-def error_categories(
-  end_rows: Sequence[dict], task: str, logits: np.ndarray, vocab: tk.Vocab
-) -> dict:
-  """Counts of the four error categories of the End rows whose LgM top-1 is wrong, in total and
-  per piece type (Toshniwal et al. 2022, Table 7)."""
+def pseudo_legal_case(board: chess.Board, start: str) -> str:
+  """Table 13's case of an End prompt (Toshniwal et al. 2022, appendix F.1), one of
+  `PSEUDO_LEGAL_CASES`: whether the side to move is in check in `board` (the prefix position,
+  before the move) and whether the piece on the prompt's start square is its king."""
+  piece = board.piece_at(chess.parse_square(start))
+  king = piece is not None and piece.piece_type == chess.KING
+  return f"{'check' if board.is_check() else 'no_check'}_{'king' if king else 'other'}"
+
+
+def path_length(start: str, predicted_id: int, vocab: tk.Vocab) -> int | None:
+  """King moves from `start` to the predicted square (Chebyshev distance; Toshniwal et al. 2022,
+  Figure 8 and footnote 15); None for a non-square token."""
+  target = int(vocab.square_of_id[predicted_id])
+  return None if target < 0 else chess.square_distance(chess.parse_square(start), target)
+
+
+def boards_after(end_rows: Sequence[dict]) -> list[chess.Board]:
+  """The prefix position of every row (`board_after`), replayed once for every End analysis."""
+  return [board_after(row["prefix"]) for row in end_rows]
+
+
+def _end_prompt(row: dict, task: str) -> tuple[str, str, list[str]]:
+  """(start square, piece letter, legal answers) of an End task's prompt."""
+  if task == "end_actual":
+    return row["starting_square"], row["piece_type"], row["legal_ending_square"]
+  if task == "end_other":
+    return row["other_starting_square"], row["other_piece_type"], row["other_ending_square"]
+  raise ValueError("error categories are defined for End tasks only")
+
+
+def end_row_details(
+  end_rows: Sequence[dict],
+  task: str,
+  logits: np.ndarray,
+  vocab: tk.Vocab,
+  boards: Sequence[chess.Board] | None = None,
+) -> list[dict]:
+  """Per End row, from the top-1 token of `logits` float[N, V] (masked as scored): the prompt's
+  `start` square and `piece` letter, `error` (an `ERROR_CATEGORIES` name, None when the top-1 is a
+  legal answer), Table 13's `pseudo_legal_case` and the top-1's `path_length`. `boards`: the
+  rows' prefix positions when the caller has them (`boards_after`)."""
   if task not in ("end_actual", "end_other"):
     raise ValueError("error categories are defined for End tasks only")
   top1 = np.argmax(np.asarray(logits), axis=-1)
+  boards = boards_after(end_rows) if boards is None else boards
+  out = []
+  for row, pred, board in zip(end_rows, top1, boards, strict=True):
+    start, piece, legal = _end_prompt(row, task)
+    pred = int(pred)
+    ok = pred in {vocab.id(s) for s in legal}
+    out.append(
+      {
+        "start": start,
+        "piece": piece,
+        "error": None if ok else error_category(board, start, piece, pred, vocab),
+        "pseudo_legal_case": pseudo_legal_case(board, start),
+        "path_length": path_length(start, pred, vocab),
+      }
+    )
+  return out
+
+
+def _breakdown(details: Sequence[dict], group: str, keys: Sequence[str], category: str) -> dict:
+  """{key: {errors, total}} and "total": errors of `category` per value of the `group` field;
+  total counts the rows of that value minus those with an error of another category."""
+  out = {k: {"errors": 0, "total": 0} for k in (*keys, "total")}
+  for d in details:
+    if d["error"] not in (None, category):
+      continue
+    for k in (d[group], "total"):
+      out[k]["total"] += 1
+      out[k]["errors"] += d["error"] == category
+  return out
+
+
+def error_categories(
+  end_rows: Sequence[dict],
+  task: str,
+  logits: np.ndarray,
+  vocab: tk.Vocab,
+  boards: Sequence[chess.Board] | None = None,
+) -> dict:
+  """Counts of the four error categories of the End rows whose LgM top-1 is wrong, in total and
+  per piece type (Toshniwal et al. 2022, Table 7), and the appendix's breakdowns:
+  `pseudo_legal_by_case` (Table 13) and `path_obstruction_by_piece` (Table 14), each
+  {key: {errors, total}} with a "total" key (module docstring)."""
+  details = end_row_details(end_rows, task, logits, vocab, boards)
   counts = dict.fromkeys(ERROR_CATEGORIES, 0)
   by_piece = {p: dict.fromkeys(ERROR_CATEGORIES, 0) for p in TABLE11_PIECES}
-  for row, pred in zip(end_rows, top1, strict=True):
-    if task == "end_actual":
-      start, piece, legal = row["starting_square"], row["piece_type"], row["legal_ending_square"]
-    else:
-      start, piece = row["other_starting_square"], row["other_piece_type"]
-      legal = row["other_ending_square"]
-    if int(pred) in {vocab.id(s) for s in legal}:
-      continue
-    cat = error_category(board_after(row["prefix"]), start, piece, int(pred), vocab)
-    counts[cat] += 1
-    by_piece[piece][cat] += 1
-  return {"counts": counts, "by_piece": by_piece}
+  for d in details:
+    if d["error"] is not None:
+      counts[d["error"]] += 1
+      by_piece[d["piece"]][d["error"]] += 1
+  return {
+    "counts": counts,
+    "by_piece": by_piece,
+    "pseudo_legal_by_case": _breakdown(
+      details, "pseudo_legal_case", PSEUDO_LEGAL_CASES, "pseudo_legal"
+    ),
+    "path_obstruction_by_piece": _breakdown(details, "piece", TABLE11_PIECES, "path_obstruction"),
+  }
 
 
 def plan_row(prompts: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray], list]:
@@ -380,8 +469,10 @@ def score_tasks(
   vocab: tk.Vocab,
   *,
   notation: str,
+  boards: Sequence[chess.Board] | None = None,
 ) -> dict:
-  """{task: {rows, exm?, lgm, r_precision, errors?}} of per-task logits (masked here)."""
+  """{task: {rows, exm?, lgm, r_precision, errors?}} of per-task logits (masked here). `boards`:
+  the rows' prefix positions if the caller has them (`boards_after`), else replayed once here."""
   results = {}
   for task, task_logits_ in logits.items():
     task_logits_ = masked(task_logits_, vocab, notation)
@@ -389,7 +480,8 @@ def score_tasks(
     exact, legal = [a for a, _ in pairs], [b for _, b in pairs]
     results[task] = score(task_logits_, exact, legal, vocab)
     if task.startswith("end"):
-      results[task]["errors"] = error_categories(end_rows, task, task_logits_, vocab)
+      boards = boards_after(end_rows) if boards is None else boards
+      results[task]["errors"] = error_categories(end_rows, task, task_logits_, vocab, boards)
   return results
 
 
