@@ -21,9 +21,12 @@ state-tracking backbones as UCI language models.
    test splits and the four probing tasks; for the UCI runs, linear probes of every layer
    (`chessjax.lm.linear_probe`, defaults: 500 training and 500 test games) against the same
    architecture randomly initialised.
-4. Tables (printed and in WORK/tables.md): perplexity (Table 3) and End / Start probes (Tables 5 /
-   4) beside the paper's Train-S rows (GPT-2 small), the random-legal baseline of this probing set,
-   and the best layer's linear-probe accuracy per run.
+4. Tables (printed and in WORK/tables.md): perplexity (Table 3) and End / Start probes (Tables 5
+   and 6 / 4) beside the paper's Train-S rows of the same model and notation, the random-legal
+   baseline of this probing set, RAP and AP against UCI per backbone with where the loss goes
+   (`chessjax.lm.token_roles`: the piece-letter mass before from- and to-squares, the per-move
+   loss of each target role), and the best layer's linear-probe accuracy per UCI run; then
+   `chessjax.lm.report` over WORK/runs into WORK/report (the paper's layouts and figures).
 
 RUNS names the models: GPT-2 `micro` (4 layers, width 128, 4 heads: 868,736 parameters) with UCI,
 UCI + RAP (p = 0.25) and UCI + AP, and chessjax's recurrent backbones as UCI language models
@@ -63,16 +66,24 @@ RUNS = {
   "lstm-rap": ("lstm", "micro", "rap", {}),
 }
 
-# Toshniwal et al. 2022, Train-S rows (GPT-2 small): Table 3 (dev / test perplexity), Table 5
-# (End: LgM Actual Acc., R-Prec., LgM Other Acc., R-Prec., ExM), Table 4 (Start, same columns).
-PAPER_PPL = {"uci": (23.6, 23.6), "rap": (15.9, 15.9), "ap": (16.1, 16.2)}
-PAPER_END = {
-  "uci": (74.0, 61.1, 65.5, 57.7, 26.7),
-  "rap": (88.4, 75.5, 80.4, 72.1, 33.3),
-  "ap": (87.0, 77.0, 78.8, 72.3, 36.1),
-}
-PAPER_START = {"rap": (91.3, 90.2, 89.3, 89.2, 78.8), "ap": (99.2, 99.1, 98.8, 98.8, 86.9)}
-PAPER_BASELINE = {"end": 19.6, "start": 86.0}
+PROBE_COLUMNS = ("lgm_actual_acc", "lgm_actual_r_prec", "lgm_other_acc", "lgm_other_r_prec")
+PROBE_COLUMNS += ("exm_acc",)
+
+
+def paper_train_s(table: str) -> dict:
+  """(model, notation) -> the paper's Train-S row of `table` (Toshniwal et al. 2022; the data file
+  of `chessjax.lm.report`)."""
+  from chessjax.lm.report import paper_results
+
+  rows = paper_results()["tables"][table]["rows"]
+  return {(r["model"], r["notation"]): r for r in rows if r["train"] == "S"}
+
+
+def paper_baseline(table: str) -> float:
+  """The paper's random-legal ExM baseline of Table 4 (Start) or 5 (End)."""
+  from chessjax.lm.report import paper_results
+
+  return paper_results()["tables"][table]["random_legal"]["exm_acc"]
 
 
 def prepare(args, work: Path) -> tuple[Path, Path]:
@@ -195,19 +206,23 @@ def probe_table(probes: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def _cells(scores: dict, paper: tuple | None) -> list[str]:
+def _cells(scores: dict, paper: dict | None) -> list[str]:
   keys = [("actual", "lgm"), ("actual", "r_precision"), ("other", "lgm"), ("other", "r_precision")]
   ours = [scores[k][m] for k, m in keys] + [scores["actual"].get("exm")]
-  return [
-    f"{o:.1f} / {p:.1f}" if paper else f"{o:.1f}" for o, p in zip(ours, paper or ours, strict=True)
-  ]
+  if paper is None:
+    return [f"{o:.1f}" for o in ours]
+  return [f"{o:.1f} / {paper[c]:.1f}" for o, c in zip(ours, PROBE_COLUMNS, strict=True)]
 
 
 def tables(results: dict, work: Path) -> str:
+  """Tables 3, 5 and 4 (End rows of other models: Table 6), ours / the paper's Train-S row of the
+  same model and notation (GPT-2 small, Table 6's models at their paper sizes)."""
   params = {}
   for name in results:
     summary = json.loads((work / "runs" / name / "train_summary.json").read_text())
     params[name] = summary.get("params")
+  table3 = paper_train_s("table3")
+  end_rows = {**paper_train_s("table6"), **paper_train_s("table5")}
   lines = [
     "Perplexity per move (Table 3; ours / paper Train-S, GPT-2 small):",
     "",
@@ -215,14 +230,16 @@ def tables(results: dict, work: Path) -> str:
     "|---|---:|---:|---:|---:|",
   ]
   for name, r in results.items():
-    notation = r["notation"]
-    paper = PAPER_PPL.get(notation) if RUNS[name][0] == "gpt2" else None
+    paper = table3.get((RUNS[name][0], r["notation"]))
     dev, test = r["perplexity"]["dev"]["perplexity"], r["perplexity"]["test"]["perplexity"]
     cell = lambda x, p: f"{x:.2f} / {p}" if p else f"{x:.2f}"  # noqa: E731
-    p_dev, p_test = paper or (None, None)
+    p_dev, p_test = (paper["dev_perplexity"], paper["test_perplexity"]) if paper else (None, None)
     count = f"{params[name]:,}" if params[name] else "?"
     lines.append(f"| {name} | {count} | {r['step']} | {cell(dev, p_dev)} | {cell(test, p_test)} |")
-  for kind, paper_rows, label in (("end", PAPER_END, "Table 5"), ("start", PAPER_START, "Table 4")):
+  for kind, paper_rows, label in (
+    ("end", end_rows, "Tables 5 and 6"),
+    ("start", paper_train_s("table4"), "Table 4"),
+  ):
     lines += [
       "",
       f"{kind.title()} squares ({label}; ours / paper Train-S where the paper has the row):",
@@ -237,9 +254,62 @@ def tables(results: dict, work: Path) -> str:
       if f"{kind}_actual" not in tasks:
         continue
       scores = {"actual": tasks[f"{kind}_actual"], "other": tasks[f"{kind}_other"]}
-      paper = paper_rows.get(r["notation"]) if RUNS[name][0] == "gpt2" else None
+      paper = paper_rows.get((RUNS[name][0], r["notation"]))
       lines.append(f"| {name} | " + " | ".join(_cells(scores, paper)) + " |")
-    lines.append(f"| random legal | - | - | - | - | {baseline:.1f} / {PAPER_BASELINE[kind]} |")
+    paper_base = paper_baseline("table5" if kind == "end" else "table4")
+    lines.append(f"| random legal | - | - | - | - | {baseline:.1f} / {paper_base} |")
+  return "\n".join(lines) + "\n"
+
+
+def token_roles_all(names, work: Path) -> dict:
+  """`chessjax.lm.token_roles` of each run's best checkpoint on its first 2,000 dev games."""
+  from chessjax.lm import token_roles
+
+  results = {}
+  for name in names:
+    out = work / "runs" / name / "eval" / "token_roles.json"
+    if not out.exists():
+      print(f"token roles {name}", flush=True)
+      token_roles.run(work / "runs" / name, max_games=2000)
+    results[name] = json.loads(out.read_text())
+  return results
+
+
+def rap_table(results: dict, roles: dict) -> str:
+  """Why RAP hurts small models: per backbone, dev perplexity of RAP and AP over UCI, and (first
+  2,000 dev games) the unmasked piece-letter mass before from- and to-square targets and the
+  per-move loss of each target role."""
+  by_model: dict[str, dict] = {}
+  for name, r in results.items():
+    by_model.setdefault(RUNS[name][0], {})[r["notation"]] = (name, r)
+  lines = [
+    "RAP and AP against UCI per backbone (dev perplexity; ratio to the same backbone's UCI run):",
+    "",
+    "| backbone | UCI | RAP | RAP / UCI | AP | AP / UCI |",
+    "|---|---:|---:|---:|---:|---:|",
+  ]
+  for model, runs in by_model.items():
+    ppl = {n: r["perplexity"]["dev"]["perplexity"] for n, (_, r) in runs.items()}
+    uci = ppl.get("uci")
+    cells = [f"{uci:.2f}" if uci else "-"]
+    for n in ("rap", "ap"):
+      x = ppl.get(n)
+      cells += [f"{x:.2f}" if x else "-", f"{x / uci:.2f}x" if x and uci else "-"]
+    lines.append(f"| {model} | " + " | ".join(cells) + " |")
+  lines += [
+    "",
+    "Target roles (`chessjax.lm.token_roles`, first 2,000 dev games): piece-letter mass before "
+    "from- / to-square targets (unmasked), and the per-move loss from each role:",
+    "",
+    "| run | mass before from | mass before to | from | to | piece | promotion | end | total |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ]
+  for name, t in roles.items():
+    dev = t["splits"]["dev"]["roles"]
+    cells = [f"{dev[k]['piece_mass']:.3f}" for k in ("from", "to")]
+    cells += [f"{dev[k]['loss_per_move']:.3f}" for k in ("from", "to", "piece", "promotion", "end")]
+    cells.append(f"{t['splits']['dev']['loss']:.3f}")
+    lines.append(f"| {name} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
 
@@ -264,12 +334,17 @@ def main(argv=None) -> int:
   work = Path(args.work)
   data, sets = prepare(args, work)
   train_all(names, args, data, work)
-  text = tables(evaluate_all(names, work, sets), work)
+  results = evaluate_all(names, work, sets)
+  text = tables(results, work)
+  text += "\n" + rap_table(results, token_roles_all(names, work))
   uci = [n for n in names if RUNS[n][2] == "uci"]
   if uci:
     text += "\n" + probe_table(linear_probe_all(uci, work))
   write_text(work / "tables.md", text)
   print(text)
+  # The paper's layouts (Tables 3-7, 13, 14, Figures 2, 4, 5, 8) over every run of WORK.
+  report = [sys.executable, "-m", "chessjax.lm.report", "--runs", str(work / "runs")]
+  subprocess.run([*report, "--out", str(work / "report")], cwd=REPO, check=True)
   return 0
 
 
