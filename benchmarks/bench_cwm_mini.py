@@ -472,8 +472,9 @@ def report(args, work: Path) -> None:
   write_json(work / "tables.json", {"args": vars(args), "runs": rows, "summary": summarize(rows)})
   curves_png(rows, work / "curves.png")
   print(f"wrote {work / 'tables.md'}, tables.json, curves.png ({len(rows)} runs)")
-  if args.update_record:
-    write_json(Path(args.record), {"args": vars(args), "runs": rows, "summary": summarize(rows)})
+  if args.update_record:  # The protocol, not this machine's paths.
+    protocol = {k: v for k, v in vars(args).items() if k not in ("work", "masters", "record")}
+    write_json(Path(args.record), {"args": protocol, "runs": rows, "summary": summarize(rows)})
     print(f"wrote {args.record}")
   # The paper's layouts (Tables 4-10, Figures 3-4) from the same runs: the reproduction kit's
   # report, which keeps one run per cell (the lowest validation loss), not the seeds' mean, and
