@@ -18,12 +18,19 @@ and its `mask` (True on scored positions, used to count tokens).
   bit for bit on CPU, as an uninterrupted run. The workdir may be a URL (`gs://...`).
 * Only process 0 writes TensorBoard summaries, logs and JSON files; a progress line (step, loss,
   tokens/s, time left) is printed at least every `progress_seconds`.
+* Compilation: the step compiles once per batch length (`StepCompiler`). Where a core is free to
+  do it (`train.compile_ahead`), the lengths the run's plan will use are compiled in a background
+  thread while the first one trains; `data.min_bucket_batches` merges the length buckets that
+  few of the run's batches use into longer ones (fewer compilations for a short run).
 """
 
 import dataclasses
 import json
 import logging
+import os
+import threading
 import time
+from concurrent.futures import Future
 from functools import partial
 
 import jax
@@ -36,7 +43,7 @@ from jax.sharding import NamedSharding
 from chessjax import evaluation, logs, memory, optim, sharding
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.data import pipeline, read_manifest
-from chessjax.data.plan import bucket_length
+from chessjax.data.plan import BatchPlan, bucket_length, merge_rare_buckets
 from chessjax.files import as_path, write_json, write_text
 from chessjax.models import count_params, create_model
 from chessjax.task import Task, get_task, task_name
@@ -245,6 +252,143 @@ def micro_batches(config) -> int:
   return n
 
 
+def compile_ahead(config) -> bool:
+  """`train.compile_ahead`: whether the loop compiles the train step for the run's other batch
+  lengths in a background thread (`StepCompiler`). "auto" (the default): when that can overlap
+  training, i.e. the steps run on an accelerator or this process may use more than one CPU core;
+  on a single core it would only move the compilations, not hide them. Also true/false."""
+  setting = config.train.get("compile_ahead", "auto")
+  if isinstance(setting, str):
+    value = setting.strip().lower()
+    if value == "auto":
+      return jax.default_backend() != "cpu" or _usable_cores() > 1
+    if value not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+      raise ValueError(f"train.compile_ahead must be auto, true or false, got {setting!r}")
+    return value in ("true", "1", "yes", "on")
+  return bool(setting)
+
+
+def _usable_cores() -> int:
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # Not on Linux.
+    return os.cpu_count() or 1
+
+
+def batch_shape(batch: dict, keys) -> tuple:
+  """What a compiled train step is kept under: the shapes of the batch's `keys` arrays."""
+  return tuple(tuple(batch[k].shape) for k in keys)
+
+
+def batch_like(batch: dict, length: int) -> dict:
+  """Abstract arrays (shape, dtype, sharding) of `batch` (global arrays, or abstract ones) with
+  `length` positions: axis 1 of every array with more than one axis."""
+  return {
+    k: jax.ShapeDtypeStruct(
+      (x.shape[0], length, *x.shape[2:]) if len(x.shape) > 1 else x.shape,
+      x.dtype,
+      sharding=x.sharding,
+    )
+    for k, x in batch.items()
+  }
+
+
+def _abstract(x) -> jax.ShapeDtypeStruct:
+  # Typed PRNG keys (dropout's RNG state) are never weak and have no `weak_type`.
+  weak = getattr(x, "weak_type", False)
+  return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding, weak_type=weak)
+
+
+class StepCompiler:
+  """The jitted train step's compiled programs, one per batch shape, each compiled exactly once:
+  by the loop when a batch first needs it (`get`), or ahead of time by a background thread
+  (`start_ahead`) while earlier shapes train. XLA compiles with the GIL released, so where a core
+  is free (or an accelerator runs the steps) the later lengths' compilations hide behind
+  training; on one core they would only move. A shape the thread is compiling is awaited, one it
+  has not reached is compiled by the loop (the thread then skips it), and an error of a
+  background compilation is raised by the loop when it needs that shape. The programs are the
+  same either way: lowered from the same jitted function with the same shapes, dtypes,
+  shardings and weak types (`ShapeDtypeStruct`s of the live state and batch), under JAX's global
+  configuration (a thread-local one, e.g. a `jax.default_matmul_precision` block around the loop,
+  would not reach the thread)."""
+
+  def __init__(self, jitted):
+    self._jitted = jitted
+    self._lock = threading.Lock()
+    self._futures: dict[tuple, Future] = {}
+    self._thread: threading.Thread | None = None
+    self._stop = threading.Event()
+    self._error: BaseException | None = None
+    self.where: dict[tuple, str] = {}  # Shape -> "in the loop" | "ahead": who compiled it.
+
+  def ready(self, shape):
+    """The compiled step for `shape` if it is compiled (its compilation's error raised), else
+    None."""
+    if self._error is not None:
+      raise self._error
+    future = self._futures.get(shape)
+    return future.result() if future is not None and future.done() else None
+
+  def get(self, shape, state, batch):
+    """The compiled step for `shape` (that of `batch`): compiled now unless the background thread
+    has started it, in which case it is awaited."""
+    with self._lock:
+      future = self._futures.get(shape)
+      mine = future is None
+      if mine:
+        future = self._futures[shape] = Future()
+    if mine:
+      self._compile(future, shape, state, batch, "in the loop")
+    return future.result()
+
+  def start_ahead(self, state, batch: dict, keys, lengths) -> None:
+    """Compiles, in a background thread, the step for `batch` (the live global batch) at each
+    of `lengths` (an iterable walked in that thread; `BatchPlan.first_uses`) not yet claimed."""
+    state_like = jax.tree.map(_abstract, state)
+    template = {k: _abstract(x) for k, x in batch.items()}
+
+    def work():
+      try:
+        for length in lengths:
+          if self._stop.is_set():
+            return
+          like = batch_like(template, length)
+          shape = batch_shape(like, keys)
+          with self._lock:
+            if shape in self._futures:
+              continue
+            future = self._futures[shape] = Future()
+          self._compile(future, shape, state_like, like, "ahead")
+      except BaseException as e:  # noqa: BLE001 - raised by the loop's next `ready`
+        self._error = e
+
+    self._thread = threading.Thread(target=work, name="chessjax-compile-ahead")
+    self._thread.start()
+
+  def close(self) -> None:
+    """Stops the background thread after the compilation it is in (joined)."""
+    self._stop.set()
+    if self._thread is not None:
+      self._thread.join()
+      self._thread = None
+
+  def _compile(self, future: Future, shape, state, batch, where: str) -> None:
+    started = time.perf_counter()
+    try:
+      compiled = self._jitted.lower(state, batch).compile()
+    except BaseException as e:
+      future.set_exception(e)
+      return
+    self.where[shape] = where
+    future.set_result(compiled)
+    log.info(
+      "train step for batch shapes %s compiled %s in %.1f s",
+      shape,
+      where,
+      time.perf_counter() - started,
+    )
+
+
 def build(
   config: ml_collections.ConfigDict, task: Task | None = None, *, devices=None, total_steps=None
 ):
@@ -306,21 +450,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     write_text(workdir / "config.json", config_json(config))
 
-  train_iter = pipeline.make_batches(
-    config.data.train,
-    config.data.train_split,
-    task.rows,
-    max_games=config.data.get("max_train_games") or None,
-    batch_size=config.data.batch_size,
-    seed=config.seed,
-    shuffle=config.data.get("shuffle", True),
-    bucket_lengths=tuple(config.data.bucket_lengths),
-    max_len=config.data.max_len,
-    window_batches=config.data.window_batches,
-    worker_count=config.data.worker_count,
-  )
+  buckets = tuple(config.data.bucket_lengths)
+  train_iter = _train_batches(config, task, buckets)
   epoch_steps = train_iter.plan.batches_per_epoch
   total = total_steps(config, epoch_steps)
+  min_batches = int(config.data.get("min_bucket_batches", 0))
+  if min_batches > 0:
+    # Fixed by the plan and the run's length, so a resumed run merges the same buckets.
+    merged = merge_rare_buckets(buckets, train_iter.plan.batch_lengths(0, total), min_batches)
+    log.info("data.min_bucket_batches=%d: buckets %s -> %s", min_batches, buckets, merged)
+    if merged != buckets:
+      train_iter.close()
+      train_iter = _train_batches(config, task, merged)
   eval_every = config.train.eval_every or epoch_steps
   model, state, run = build(config, task, total_steps=total)
   n_params = count_params(model)
@@ -359,26 +500,36 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   step, pending = start_step, None
   last_eval = {}
   best = Checkpointer(workdir, max_to_keep=1, subdir="best") if val_batches else None
-  steps = {}  # Batch shape -> its compiled train step.
-  longest = bucket_length(int(train_iter.plan.lengths.max()), config.data.bucket_lengths)
+  plan: BatchPlan = train_iter.plan
+  longest = bucket_length(int(plan.lengths.max()), plan.batching.bucket_lengths)
+  wrapped = not hasattr(run.train_step, "lower")  # A wrapped step (tests, benchmark glue).
+  seen = set()  # Batch shapes whose step a wrapped step has compiled by its first call.
+  compiler = None if wrapped else StepCompiler(run.train_step)
+  ahead = not wrapped and compile_ahead(config)
+  checked = False
   try:
     while step < total and not selection.stopped:
       batch = next(train_iter)
       device_batch = evaluation.device_batch(batch, run)
-      shape = tuple(batch[k].shape for k in task.batch_keys)
+      shape = batch_shape(device_batch, task.batch_keys)
       started = time.perf_counter()
-      if shape not in steps and not hasattr(run.train_step, "lower"):
-        # A wrapped step (tests, benchmark glue): compiled by its first call, timed as such.
-        steps[shape] = run.train_step
+      if wrapped:
         state, out = run.train_step(state, device_batch)
-        logger.compiled(time.perf_counter() - started)
-      else:
-        if shape not in steps:
-          steps[shape] = run.train_step.lower(state, device_batch).compile()
-          if len(steps) == 1:
-            _check_memory(config, run, state, device_batch, steps, longest)
+        if shape not in seen:  # Compiled by this first call, timed as such.
+          seen.add(shape)
           logger.compiled(time.perf_counter() - started)
-        state, out = steps[shape](state, device_batch)
+      else:
+        compiled = compiler.ready(shape)
+        if compiled is None:  # Compiled now, or awaited from the background thread.
+          compiled = compiler.get(shape, state, device_batch)
+          if not checked:  # The run's first compilation.
+            checked = True
+            _check_memory(config, run, state, device_batch, compiler, longest)
+            if ahead:
+              lengths = plan.copy().first_uses(step, min(total, step + epoch_steps))
+              compiler.start_ahead(state, device_batch, task.batch_keys, lengths)
+          logger.compiled(time.perf_counter() - started)
+        state, out = compiled(state, device_batch)
       step += 1
       # Read the previous step's outputs only now, so the host never waits on the device.
       if pending is not None:
@@ -430,6 +581,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
       write_json(workdir / "train_summary.json", summary)
     raise
   finally:
+    if compiler is not None:
+      compiler.close()
     ckpt.close()
     if best is not None:
       best.close()
@@ -455,6 +608,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   if chief:
     write_json(workdir / "train_summary.json", summary)
   return summary
+
+
+def _train_batches(config, task: Task, bucket_lengths: tuple) -> pipeline.BatchIterator:
+  return pipeline.make_batches(
+    config.data.train,
+    config.data.train_split,
+    task.rows,
+    max_games=config.data.get("max_train_games") or None,
+    batch_size=config.data.batch_size,
+    seed=config.seed,
+    shuffle=config.data.get("shuffle", True),
+    bucket_lengths=bucket_lengths,
+    max_len=config.data.max_len,
+    window_batches=config.data.window_batches,
+    worker_count=config.data.worker_count,
+  )
 
 
 def total_steps(config, epoch_steps: int) -> int:
@@ -529,14 +698,16 @@ def _validation_batches(config, task: Task) -> list[dict]:
   return batches
 
 
-def _check_memory(config, run: Run, state, batch: dict, steps: dict, longest: int) -> None:
+def _check_memory(
+  config, run: Run, state, batch: dict, compiler: "StepCompiler", longest: int
+) -> None:
   """Stops before the first step when the run's steps will not fit in memory
   (`chessjax.memory`): the first step's compiled program exactly, the run's longest batch
   (`longest` tokens) extrapolated from it, and compiled and checked exactly when that estimate
-  does not fit (the program is kept in `steps`)."""
+  does not fit (the program is kept in `compiler`)."""
   limit_gb = config.train.get("memory_limit_gb", 0.0)  # 0: what the machine has.
   limit = int(limit_gb * 2**30) if limit_gb else memory.available_bytes()
-  (compiled,) = steps.values()
+  compiled = compiler.ready(batch_shape(batch, run.task.batch_keys))
   needed = memory.program_bytes(compiled)
   n = micro_batches(config)
   what = (
@@ -551,14 +722,8 @@ def _check_memory(config, run: Run, state, batch: dict, steps: dict, longest: in
   args = compiled.memory_analysis().argument_size_in_bytes
   if args + (needed - args) * (longest / t) ** 2 <= limit:
     return
-  like = {
-    k: jax.ShapeDtypeStruct(
-      (x.shape[0], longest, *x.shape[2:]) if x.ndim > 1 else x.shape, x.dtype, sharding=x.sharding
-    )
-    for k, x in batch.items()
-  }
-  longest_step = run.train_step.lower(state, like).compile()
-  steps[tuple(like[k].shape for k in run.task.batch_keys)] = longest_step
+  like = batch_like(batch, longest)
+  longest_step = compiler.get(batch_shape(like, run.task.batch_keys), state, like)
   memory.check(memory.program_bytes(longest_step), limit, f"{what}, {longest} tokens)")
 
 

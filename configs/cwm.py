@@ -139,6 +139,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.worker_count = 0
   c.data.window_batches = 64
   c.data.shuffle = True  # False: the stored order every epoch (as the released loader)
+  # > 0: buckets fewer of the run's batches use merge into longer ones (chessjax.train).
+  c.data.min_bucket_batches = 0
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr, c.optim.warmup_steps, c.optim.b2, c.optim.weight_decay = lr, warmup, b2, wd
@@ -161,6 +163,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.micro_batches = 1
   c.train.remat = False
   c.train.compilation_cache = "auto"  # chessjax.runtime: a per-user cache; "" for none.
+  c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread (chessjax.train).
 
   if a["smoke"]:
     if "dtype" in c.model:

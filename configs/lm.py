@@ -115,6 +115,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.data.max_len, c.data.bucket_lengths = 350, (100, 150, 200, 250, 300, 350)
   c.data.worker_count = 0
   c.data.window_batches = 64
+  c.data.min_bucket_batches = 0  # > 0: merge rarely used buckets (chessjax.train).
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr, c.optim.b1, c.optim.b2, c.optim.eps = 5e-4, 0.9, 0.999, 1e-8
@@ -142,4 +143,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.micro_batches = 1
   c.train.remat = False
   c.train.compilation_cache = "auto"  # chessjax.runtime: per-user cache; "" for none.
+  c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread.
   return c

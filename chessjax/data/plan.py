@@ -31,7 +31,8 @@ import dataclasses
 import math
 import sys
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -84,6 +85,33 @@ def bucket_length(length: int, bucket_lengths: Sequence[int]) -> int:
       return int(b)
   top = int(bucket_lengths[-1])
   return top * math.ceil(length / top)
+
+
+def merge_rare_buckets(
+  bucket_lengths: Sequence[int], batch_lengths: Iterable[int], min_batches: int
+) -> tuple[int, ...]:
+  """`bucket_lengths` less the buckets that fewer than `min_batches` of a run's batches use
+  (`batch_lengths`, their lengths T): each such bucket's batches move up to the next bucket kept,
+  so a short run compiles one train step fewer per merged bucket, and pads those batches to the
+  longer length. Merging goes upwards only (a batch never gets shorter): a bucket whose batches,
+  together with those merged into it, are still too few merges on, and the longest bucket used
+  stays. Buckets no batch uses are dropped with them (no batch changes length for that); the
+  largest configured bucket stays (longer rows pad to its multiples). Unchanged when nothing
+  merges.
+  """
+  counts = Counter(int(t) for t in batch_lengths)
+  used = [int(b) for b in bucket_lengths if counts[b]]
+  merged, carry = set(), 0
+  for b in used[:-1]:
+    carry += counts[b]
+    if carry < min_batches:
+      merged.add(b)
+    else:
+      carry = 0
+  if not merged:
+    return tuple(int(b) for b in bucket_lengths)
+  top = int(bucket_lengths[-1])
+  return tuple(b for b in used if b not in merged) + (() if top in used else (top,))
 
 
 class BatchPlan:
@@ -170,6 +198,32 @@ class BatchPlan:
 
   def epoch_of(self, i: int) -> int:
     return i // self.batches_per_epoch
+
+  def copy(self) -> "BatchPlan":
+    """The same plan with caches of its own, for another thread to walk without evicting the
+    windows the loader reads."""
+    plan = object.__new__(BatchPlan)
+    plan.__setstate__(self.__getstate__())
+    return plan
+
+  def batch_lengths(self, start: int, stop: int) -> np.ndarray:
+    """Lengths T of global batches [start, stop) (stop clipped to the plan): int32."""
+    stop = min(stop, len(self))
+    return np.array([self.global_batch(i)[1] for i in range(start, stop)], np.int32)
+
+  def first_uses(self, start: int, stop: int) -> Iterator[int]:
+    """The distinct lengths T of global batches [start, stop), in the order the batches first
+    use them; stops early once every bucket some game maps to has been seen."""
+    buckets = self.batching.bucket_lengths
+    possible = {bucket_length(int(n), buckets) for n in np.unique(self.lengths)}
+    seen = set()
+    for i in range(start, min(stop, len(self))):
+      t = self.global_batch(i)[1]
+      if t not in seen:
+        seen.add(t)
+        yield t
+        if seen >= possible:
+          return
 
   def _permutation(self, epoch: int) -> np.ndarray:
     if epoch not in self._perms:
