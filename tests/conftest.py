@@ -5,24 +5,30 @@
 * A persistent compilation cache (`.jax_cache/`, shared by pytest workers and the subprocesses
   tests start): identical programs built again (a rebuilt train step, a rerun of a CLI) load
   instead of compiling.
-* LLVM's optimisation level 0: tests spend most of their time compiling small XLA programs; it
-  cuts that by about a third and changes no semantics (tests compare implementations, not speed).
-  Training tests run slower with it, but the whole suite is faster: 10 min 42 s against 13 min 21 s
-  without it, both from an empty compilation cache (2 AVX2 vCPUs, 2026-11-24).
-* Session-scoped data: the bundled real-game sample read once, one small prepared dataset.
+* LLVM's optimisation level 0 (`jax_disable_most_optimizations`): tests spend most of their time
+  compiling small XLA programs; it cuts that by about a third and changes no semantics (tests
+  compare implementations, not speed). Training tests run slower with it, but the whole suite is
+  faster: 10 min 42 s against 13 min 21 s without it, both from an empty compilation cache (2 AVX2
+  vCPUs, 2026-11-24). The few compute-bound fixtures and modules (hundreds of steps of one
+  program) turn full optimisation back on for their own programs (`optimized_xla`).
+* Session-scoped data: the bundled real-game sample read once, one small prepared dataset, and
+  the language-model tests' data and trained GPT-2 tiny (`lm_sample`, `trained_lm`), each made
+  once per run for all pytest-xdist workers (`built_once`).
 * Tests write only to temporary or in-memory locations: a run that leaves a new untracked file in
   the repository fails (`pytest_sessionfinish`).
 """
 
 import bz2
+import contextlib
 import os
 import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-os.environ["XLA_FLAGS"] = (
-  os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
-).strip()
+# XLA's optimisation off (see above): JAX's `jax_disable_most_optimizations` (LLVM level 0, no
+# expensive LLVM passes), read at every compilation, so compute-bound tests can turn it back on
+# for their own programs (`optimized_xla`); subprocesses inherit the environment variable.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(REPO / ".jax_cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
@@ -33,6 +39,27 @@ import pytest  # noqa: E402
 
 NUM_CPU_DEVICES = 4
 jax.config.update("jax_num_cpu_devices", NUM_CPU_DEVICES)
+_TRUE = ("y", "yes", "t", "true", "on", "1")  # jax's own reading of a boolean variable
+jax.config.update(
+  "jax_disable_most_optimizations",
+  os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].strip().lower() in _TRUE,
+)
+
+
+@contextlib.contextmanager
+def optimized_xla():
+  """XLA's full optimisation for the programs compiled inside (the suite's default is off): for
+  the few compute-bound tests and fixtures, whose hundreds of training steps run about 2.5 times
+  faster optimised, while a compilation takes about twice as long (GPT-2 tiny's train step at
+  batch 32 x 128, one shared core, 2026-11-26: 12.2 s to compile and 0.15 s a step, against 6.5 s
+  and 0.37 s). The programs compute the same thing either way; compiled ones are cached under
+  their options."""
+  before = jax.config.values["jax_disable_most_optimizations"]
+  jax.config.update("jax_disable_most_optimizations", False)
+  try:
+    yield
+  finally:
+    jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -79,6 +106,76 @@ def small_dataset(tmp_path_factory) -> Path:
   return out
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+  """The directory `build(path)` makes, made once per test run: the pytest-xdist workers share
+  it (it lies under the run's common base temporary directory). The first worker that asks builds
+  it under a file lock; another one asking meanwhile waits for it, then reads it."""
+  import fcntl
+  import shutil
+
+  base = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    base = base.parent  # pytest-N/popen-gwK -> pytest-N, common to the workers of this run.
+  shared = base / "shared"
+  shared.mkdir(exist_ok=True)
+  out, done = shared / name, shared / f"{name}.done"
+  with open(shared / f"{name}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+      if not done.exists():
+        shutil.rmtree(out, ignore_errors=True)  # Left by a build that failed.
+        build(out)
+        done.touch()
+    finally:
+      fcntl.flock(lock, fcntl.LOCK_UN)
+  return out
+
+
+@pytest.fixture(scope="session")
+def lm_sample(tmp_path_factory) -> dict[str, Path]:
+  """Language-model data of the bundled sample (`data_prep.lm_data`, `data`): its 2,306 games of
+  at most 60 plies, fewer than the 2,000 + 400 + 40 + 40 asked for, so split in proportion into
+  1,861 training games, a probing pool of 371 and dev and test splits of 37; and a probing set of
+  100 rows with prefixes of 8-20 plies drawn from that pool (`sets`). Made once per run
+  (`built_once`); never modify it."""
+  from data_prep import lm_data, probing_sets
+
+  def build(out):
+    data, sets = out / "data", out / "sets"
+    argv = ["--pgn", str(SAMPLE_PGN), "--out", str(data), "--train-size", "2000"]
+    argv += ["--pool-size", "400", "--dev-size", "40", "--test-size", "40", "--max-plies", "60"]
+    assert lm_data.main(argv) == 0
+    argv = ["--pool", str(data), "--train", str(data), "--out", str(sets), "--count", "100"]
+    assert probing_sets.main(argv + ["--min-len", "8", "--max-len", "20"]) == 0
+
+  root = built_once(tmp_path_factory, "lm_sample", build)
+  return {"data": root / "data", "sets": root / "sets"}
+
+
+@pytest.fixture(scope="session")
+def trained_lm(tmp_path_factory, lm_sample) -> Path:
+  """The workdir of GPT-2 tiny (2 layers x 64, 137,792 parameters) trained as a UCI language
+  model on `lm_sample`: 3 epochs over its 1,861 training games (Train-S: the split holds fewer
+  than 15,000, all used), 174 steps of 32 games at lr 1e-2, one training shape (128 tokens),
+  validation and a checkpoint (WORKDIR/best) after each epoch. The language-model tests that need
+  a trained model share it: made once per run (`built_once`) with XLA's full optimisation (its
+  steps dominate, `optimized_xla`). Never modify it: a test that writes into a workdir
+  (evaluation writes WORKDIR/eval) copies it first."""
+  from chessjax import train
+  from configs import lm as lm_config
+
+  def build(out):
+    config = lm_config.get_config("model=gpt2,size=tiny,notation=uci,train=S")
+    config.data.train, config.data.batch_size = str(lm_sample["data"]), 32
+    config.data.max_len, config.data.bucket_lengths = 128, (128,)  # 60 plies: 122 tokens.
+    config.optim.lr = 1e-2
+    config.train.update(epochs=3, log_every=50, checkpoint_every=1000)
+    with optimized_xla():
+      train.train_and_evaluate(config, out)
+
+  return built_once(tmp_path_factory, "trained_lm", build)
+
+
 # The modules whose tests take longest in `make test`'s durations, longest first.
 LONGEST_MODULES = (
   "test_train",
@@ -97,6 +194,14 @@ LONGEST_MODULES = (
   "test_plugin_family",
   "test_lm_picker",
 )
+
+
+def pytest_configure(config):
+  """Keeps the order below under `-n 2 --dist loadscope`: pytest-xdist (3.x) otherwise sorts the
+  modules by their number of tests (`--loadscope-reorder`, on by default), which starts the many
+  quick parametrized modules first and leaves the long ones with few tests for the end."""
+  if hasattr(config.option, "loadscopereorder"):
+    config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -261,13 +261,22 @@ def test_unrolled_threefry_draws_the_same_bits():
     f = jax.jit(draws)
     return f.lower(jax.random.key(3)).as_text(), [np.asarray(x) for x in f(jax.random.key(3))]
 
-  loop, want = lower_and_run()
+  # An earlier test of this worker may have run chessjax.runtime.setup (every run does): JAX's own
+  # CPU lowering first, and whatever this worker had registered back afterwards.
+  cpu_rules = mlir._platform_specific_lowerings["cpu"]
+  before = cpu_rules.get(threefry.threefry2x32_p)
   try:
+    mlir.register_lowering(
+      threefry.threefry2x32_p, threefry._threefry2x32_cpu_lowering_rule, platform="cpu"
+    )
+    loop, want = lower_and_run()
     assert runtime.unroll_threefry_on_cpu()
     unrolled, got = lower_and_run()
-  finally:  # JAX's own CPU lowering back, for the tests after this one.
-    rule = threefry._threefry2x32_cpu_lowering_rule
-    mlir.register_lowering(threefry.threefry2x32_p, rule, platform="cpu")
+  finally:
+    if before is None:
+      cpu_rules.pop(threefry.threefry2x32_p, None)
+    else:
+      cpu_rules[threefry.threefry2x32_p] = before
     jax.clear_caches()
   if jax.default_backend() == "cpu":
     assert "stablehlo.while" in loop and "stablehlo.while" not in unrolled

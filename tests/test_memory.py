@@ -10,6 +10,7 @@ def test_a_step_too_large_stops_before_running_and_names_the_remedies(small_data
   config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
   config.data.train = str(small_dataset)
   config.data.bucket_lengths = (128,)
+  config.train.steps = 8  # tests/test_train.py's 8-step smoke runs: their compiled train step.
   config.train.memory_limit_gb = 1e-4  # A fake machine of about 100 KiB.
   with pytest.raises(memory.StepTooLarge) as raised:
     train.train_and_evaluate(config, tmp_path / "run")

@@ -226,6 +226,7 @@ def run_losses(dataset, devices, steps=3) -> list[float]:
   """Per-step losses of `steps` training steps, data parallel over `devices`."""
   c = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
   c.data.train, c.data.bucket_lengths = str(dataset), (128,)
+  c.train.steps = 8  # The schedule of the 8-step runs above: one device reuses their program.
   _, state, run = train.build(c, devices=devices)
   it = pipeline.make_batches(
     c.data.train, "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128

@@ -1,4 +1,5 @@
-"""The offline language-model picker on a tiny GPT-2 trained for a few steps (a real workdir)."""
+"""The offline language-model picker on a real workdir: the suite's GPT-2 tiny, trained as a UCI
+language model on sample games (conftest.py `trained_lm`)."""
 
 import json
 import random
@@ -7,14 +8,11 @@ import chess
 import numpy as np
 import pytest
 
-from chessjax import train
 from chessjax.atomic import pickers, prompts
 from chessjax.atomic.lm_picker import LMPicker
 from chessjax.lm import tokens as tk
-from configs import lm as lm_config
-from data_prep import lm_data
 
-pytestmark = pytest.mark.slow  # trains a tiny GPT-2 for 4 steps (compilation dominates)
+pytestmark = pytest.mark.slow  # a trained GPT-2 tiny (`trained_lm`, shared by the LM tests)
 
 
 def _random_games(count: int, plies: int, seed: int) -> list[list[str]]:
@@ -30,19 +28,8 @@ def _random_games(count: int, plies: int, seed: int) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("lm")
-  games = tmp / "games.txt"
-  games.write_text("".join(" ".join(g) + "\n" for g in _random_games(80, 24, seed=0)))
-  argv = ["--uci", str(games), "--out", str(tmp / "data"), "--train-size", "64"]
-  assert lm_data.main(argv + ["--pool-size", "0", "--dev-size", "8", "--test-size", "8"]) == 0
-  config = lm_config.get_config("model=gpt2,size=tiny,notation=uci,train=all,steps=4")
-  config.data.train, config.data.batch_size = str(tmp / "data"), 16
-  config.data.max_len, config.data.bucket_lengths = 64, (64,)
-  config.optim.lr = 1e-2
-  config.train.update(log_every=2, checkpoint_every=1000)
-  train.train_and_evaluate(config, tmp / "run")
-  return tmp / "run"
+def workdir(trained_lm):
+  return trained_lm  # Read only: the picker restores it and writes nothing into it.
 
 
 def _reference_log_prob(picker, history, move) -> float:
@@ -60,7 +47,9 @@ def _reference_log_prob(picker, history, move) -> float:
 
 def test_plays_the_legal_move_it_rates_most_likely(workdir, tmp_path):
   picker = LMPicker(workdir)
-  assert picker.name.startswith("LM gpt2 tiny uci") and "step 4" in picker.name
+  # The picker plays the run's best checkpoint (WORKDIR/best, as evaluation does) and says so.
+  best = json.loads((workdir / "train_summary.json").read_text())["best_step"]
+  assert picker.name.startswith("LM gpt2 tiny uci") and f"step {best})" in picker.name
   history = _random_games(1, 9, seed=5)[0]
   board = chess.Board()
   for uci in history:

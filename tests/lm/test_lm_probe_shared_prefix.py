@@ -5,14 +5,13 @@ task, the same scores, logits equal up to float rounding."""
 
 import numpy as np
 import pytest
-from conftest import SAMPLE_PGN
 from flax import nnx
 
 from chessjax import train, workdir
 from chessjax.lm import continuations, evaluate, probing
 from chessjax.lm import tokens as tk
 from configs import lm as lm_config
-from data_prep import lm_data, probing_sets
+from data_prep import probing_sets
 
 VOCAB = tk.Vocab.default()
 
@@ -63,13 +62,10 @@ def _fake_continuations(prefixes, lengths, conts):
 
 
 @pytest.fixture(scope="module")
-def lm_sets(tmp_path_factory):
-  """A small LM dataset of the sample and a probing set of 24 rows (prefixes of 8-40 plies)."""
-  root = tmp_path_factory.mktemp("shared_prefix")
-  data, sets = root / "data", root / "sets"
-  argv = ["--pgn", str(SAMPLE_PGN), "--out", str(data), "--train-size", "240"]
-  argv += ["--pool-size", "120", "--dev-size", "20", "--test-size", "20", "--max-plies", "60"]
-  assert lm_data.main(argv) == 0
+def lm_sets(lm_sample, tmp_path_factory):
+  """The suite's LM dataset of the sample (conftest.py `lm_sample`) and a probing set of 24 rows
+  drawn from its pool (prefixes of 8-40 plies)."""
+  data, sets = lm_sample["data"], tmp_path_factory.mktemp("shared_prefix") / "sets"
   argv = ["--pool", str(data), "--train", str(data), "--out", str(sets), "--count", "24"]
   assert probing_sets.main(argv + ["--min-len", "8", "--max-len", "40"]) == 0
   return data, sets
@@ -116,8 +112,8 @@ def _assert_same(restored, sets):
     pad_id=task.vocab.pad_id,
   )
   a = probing.task_logits(end, start, fn, task.vocab, notation=task.notation, batch_size=8)
-  b = probing.reference_task_logits(
-    end, start, evaluate.next_token_fn(restored), task.vocab, notation=task.notation
+  b = probing.reference_task_logits(  # probe_reference's batches: its compiled shapes again
+    end, start, evaluate.next_token_fn(restored), task.vocab, notation=task.notation, batch_size=16
   )
   for name in b:
     scale = np.abs(b[name]).max()
@@ -144,16 +140,10 @@ def test_random_init_models_match_the_reference(lm_sets, model, notation):
 
 
 @pytest.fixture(scope="module")
-def trained_gpt2(lm_sets, tmp_path_factory):
-  """GPT-2 tiny trained with RAP for one epoch of 240 games (15 steps, lr 1e-2)."""
-  config = lm_config.get_config("model=gpt2,size=tiny,notation=rap,train=all")
-  config.data.train, config.data.batch_size = str(lm_sets[0]), 16
-  config.data.max_len, config.data.bucket_lengths = 256, (256,)
-  config.optim.lr = 1e-2
-  config.train.update(epochs=1, log_every=100, checkpoint_every=1000)
-  run_dir = tmp_path_factory.mktemp("trained_gpt2") / "run"
-  train.train_and_evaluate(config, run_dir)
-  return workdir.restore(run_dir, which="latest")
+def trained_gpt2(trained_lm):
+  """GPT-2 tiny trained as a UCI language model (conftest.py `trained_lm`), its last checkpoint;
+  each test reads it under one notation."""
+  return workdir.restore(trained_lm, which="latest")
 
 
 @pytest.mark.slow

@@ -13,14 +13,11 @@ from pathlib import Path
 import chess
 import numpy as np
 import pytest
-from conftest import SAMPLE_PGN
 
-from chessjax import train
 from chessjax.data import source
 from chessjax.lm import evaluate, probing, report
 from chessjax.lm import tokens as tk
 from configs import lm as lm_config
-from data_prep import lm_data, probing_sets
 
 VOCAB = tk.Vocab.default()
 PAPER = report.paper_results()
@@ -150,26 +147,18 @@ def test_launch_list_covers_the_papers_grid(capsys):
 
 
 @pytest.fixture(scope="module")
-def lm_runs(tmp_path_factory):
-  """A GPT-2 tiny (one layer) UCI run of 40 steps on sample games, evaluated on its dev and test
-  splits and a 40-row probing set; a copy of it whose config reads the same checkpoint as a UCI +
-  RAP (p = 0.25) model, evaluated as one (the report reads files: one training saves a CPU
-  compilation); a directory with a broken config.json and a world-model workdir."""
+def lm_runs(trained_lm, lm_sample, tmp_path_factory):
+  """Two copies of the suite's GPT-2 tiny UCI run on sample games (conftest.py `trained_lm`,
+  Train-S), each evaluated on its dev and test splits and the 100-row probing set: one as trained,
+  one whose config reads the same checkpoint as a UCI + RAP (p = 0.25) model, evaluated as one
+  (the report reads files: one training serves both); a directory with a broken config.json and a
+  world-model workdir."""
   root = tmp_path_factory.mktemp("lm_report")
-  data, sets, runs = root / "data", root / "sets", root / "runs"
-  argv = ["--pgn", str(SAMPLE_PGN), "--out", str(data), "--max-games", "400", "--max-plies", "60"]
-  argv += ["--train-size", "200", "--pool-size", "150", "--dev-size", "16", "--test-size", "16"]
-  assert lm_data.main(argv) == 0
-  argv = ["--pool", str(data), "--train", str(data), "--out", str(sets), "--count", "40"]
-  assert probing_sets.main(argv + ["--min-len", "8", "--max-len", "20"]) == 0
-  config = lm_config.get_config("model=gpt2,size=tiny,notation=uci,train=S,steps=40,model.layers=1")
-  config.optim.lr = 1e-2  # Enough to answer squares: legal ones and errors of several kinds.
-  config.data.train, config.data.batch_size = str(data), 16
-  config.data.max_len, config.data.bucket_lengths = 160, (160,)  # 60 plies: at most 138 tokens.
-  config.train.update(log_every=50, checkpoint_every=1000)
-  train.train_and_evaluate(config, runs / "gpt2_uci_S")
-  shutil.copytree(runs / "gpt2_uci_S", runs / "gpt2_rap_S")
+  data, sets, runs = lm_sample["data"], lm_sample["sets"], root / "runs"
+  for name in ("gpt2_uci_S", "gpt2_rap_S"):
+    shutil.copytree(trained_lm, runs / name)  # Evaluation writes WORKDIR/eval into the copies.
   cfg = json.loads((runs / "gpt2_rap_S" / "config.json").read_text())
+  assert (cfg["family"], cfg["size"], cfg["lm"]["train"]) == ("gpt2", "tiny", "S")
   cfg["lm"].update(notation="rap", rap_p=0.25)
   (runs / "gpt2_rap_S" / "config.json").write_text(json.dumps(cfg))
   for name in ("gpt2_uci_S", "gpt2_rap_S"):

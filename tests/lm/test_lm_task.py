@@ -120,7 +120,9 @@ def test_early_stopping_keeps_the_best_checkpoint(small_dataset, tmp_path):
   config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
   config.task = "tasks.scripted"
   config.data.train, config.data.bucket_lengths = str(small_dataset), (128,)
-  config.train.update(steps=10, eval_every=2, checkpoint_every=100, early_stopping_patience=1)
+  # 8 steps (stopped at 6): the train step of tests/test_train.py's 8-step smoke runs, whose
+  # compiled program the suite's compilation cache then holds.
+  config.train.update(steps=8, eval_every=2, checkpoint_every=100, early_stopping_patience=1)
   summary = train.train_and_evaluate(config, tmp_path / "w")
   assert summary["stopped_early"] and summary["steps"] == 6 and summary["best_step"] == 4
   best = workdir.restore(tmp_path / "w", which="best")

@@ -38,13 +38,20 @@ def golden_model(name: str, extra: dict):
   return model
 
 
+@nnx.jit
+def _forward(model, moves):
+  """The logits, jitted as training and evaluation run the models (one compiled program instead of
+  a compilation per eager primitive)."""
+  return model(moves)
+
+
 @pytest.mark.parametrize("name,extra", CELLS)
 def test_logits_equal_the_released_models(name, extra):
   np.testing.assert_array_equal(GOLDEN["moves"], golden.MOVES)
   model = golden_model(name, extra)
   assert count_params(model) == int(GOLDEN[name + "/params"])
   with jax.default_matmul_precision("highest"):
-    got = np.asarray(model(GOLDEN["moves"]))
+    got = np.asarray(_forward(model, GOLDEN["moves"]))
   want = GOLDEN[name]
   assert got.shape == want.shape == (*golden.MOVES.shape, 1878)
   assert np.abs(want).max() > 1.0  # the logits are not trivially small

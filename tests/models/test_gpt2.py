@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from chessjax.models import gpt2, registry
 from chessjax.models.registry import abstract_model, count_params, create_model, model_config
@@ -17,6 +18,16 @@ def _lm(family="gpt2", size="tiny", *, seed=0, tie=True, **overrides):
   return create_model(
     family, size, seed=seed, head="tokens", vocab_size=VOCAB, tie_embeddings=tie, **overrides
   )
+
+
+@nnx.jit(static_argnames=("train",))
+def _run(model, tokens, train=False):
+  """The model's logits, jitted (one program per model structure and input shape instead of a
+  compilation per eager primitive); the rng streams advance as in an eager call."""
+  return model(tokens, train=train)
+
+
+_attention = jax.jit(gpt2.attention, static_argnames=("window", "block"))
 
 
 def _tokens(batch=2, steps=12, seed=0):
@@ -132,7 +143,7 @@ def test_attention_matches_dense_reference(window):
   want = _dense_reference(q, k, v, window)
   with jax.default_matmul_precision("highest"):
     for block in (32, 512):  # several query blocks, with and without a key offset
-      got = gpt2.attention(q, k, v, window=window, block=block)
+      got = _attention(q, k, v, window=window, block=block)
       np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
@@ -148,16 +159,16 @@ def test_causality_and_window_in_the_model():
   changed_first = tokens.at[:, 0].set((tokens[:, 0] + 1) % VOCAB)
   # One layer of w = 50: position i reads tokens i-50..i only.
   w50 = _lm("gpt2_w50", layers=1)
-  a, b = np.asarray(w50(tokens)), np.asarray(w50(changed_first))
+  a, b = np.asarray(_run(w50, tokens)), np.asarray(_run(w50, changed_first))
   assert np.abs(a[:, :51] - b[:, :51]).max(axis=-1).min() > 0  # every i <= 50 sees token 0
   np.testing.assert_array_equal(a[:, 51:], b[:, 51:])  # no i >= 51 does
   # Full attention: the last position sees the first token; later tokens never change earlier.
   full = _lm("gpt2", layers=1)
-  a, b = np.asarray(full(tokens)), np.asarray(full(changed_first))
+  a, b = np.asarray(_run(full, tokens)), np.asarray(_run(full, changed_first))
   assert np.abs(a[:, -1] - b[:, -1]).max() > 0
   t = 20
   later = tokens.at[:, t + 1 :].set(_tokens(2, 64, seed=7)[:, t + 1 :])
-  c = np.asarray(full(later))
+  c = np.asarray(_run(full, later))
   np.testing.assert_array_equal(c[:, : t + 1], a[:, : t + 1])
   assert np.abs(c[:, t + 1 :] - a[:, t + 1 :]).max() > 0
 
@@ -166,20 +177,21 @@ def test_padding_invariance():
   model = _lm()
   tokens = _tokens(2, 10, seed=3)
   padded = jnp.concatenate([tokens, jnp.zeros((2, 6), jnp.int32)], axis=1)
-  got, alone = np.asarray(model(padded)), np.asarray(model(tokens))
+  got, alone = np.asarray(_run(model, padded)), np.asarray(_run(model, tokens))
   np.testing.assert_allclose(got[:, :10], alone, rtol=1e-5, atol=1e-5)
 
 
 def test_dropout_only_in_training():
   model = _lm()
   tokens = _tokens()
-  eval_a, eval_b = np.asarray(model(tokens)), np.asarray(model(tokens))
+  eval_a, eval_b = np.asarray(_run(model, tokens)), np.asarray(_run(model, tokens))
   np.testing.assert_array_equal(eval_a, eval_b)
-  train_a, train_b = np.asarray(model(tokens, train=True)), np.asarray(model(tokens, train=True))
+  train_a = np.asarray(_run(model, tokens, train=True))
+  train_b = np.asarray(_run(model, tokens, train=True))
   assert np.abs(train_a - eval_a).max() > 1e-3 and np.abs(train_a - train_b).max() > 1e-3
   off = _lm(dropout=0.0)
   np.testing.assert_allclose(
-    np.asarray(off(tokens, train=True)), np.asarray(off(tokens)), rtol=1e-6, atol=1e-6
+    np.asarray(_run(off, tokens, train=True)), np.asarray(_run(off, tokens)), rtol=1e-6, atol=1e-6
   )
 
 
@@ -204,9 +216,9 @@ def test_hiddens_and_tied_head():
 
 def test_sequence_limit_and_no_streaming():
   model = _lm(n_positions=16)
-  assert model(_tokens(1, 16)).shape == (1, 16, VOCAB)
+  assert _run(model, _tokens(1, 16)).shape == (1, 16, VOCAB)
   with pytest.raises(ValueError, match="16 learned positions"):
-    model(_tokens(1, 17))
+    _run(model, _tokens(1, 17))
   with pytest.raises(NotImplementedError, match="streaming"):
     model.init_state(1)
 
@@ -214,5 +226,5 @@ def test_sequence_limit_and_no_streaming():
 def test_state_head_is_allowed():
   """GPT-2 is a backbone like any other: as a world model it reads move ids into the 1878 head."""
   model = create_model("gpt2", "tiny")
-  out = model(jnp.zeros((1, 5), jnp.int32))
+  out = _run(model, jnp.zeros((1, 5), jnp.int32))
   assert out.shape == (1, 5, 1878)

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import REPO
+from flax import nnx
 
 _spec = importlib.util.spec_from_file_location(
   "make_init_fingerprints", REPO / "tests" / "data" / "make_init_fingerprints.py"
@@ -30,6 +31,13 @@ _spec = importlib.util.spec_from_file_location(
 fingerprints = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fingerprints)
 FINGERPRINTS = np.load(REPO / "tests" / "data" / "init_fingerprints.npz")
+
+
+@nnx.jit
+def _forward(model, moves):
+  """The eval-mode logits, jitted as training and evaluation run the models (one compiled program
+  instead of a compilation per eager primitive)."""
+  return model(moves, train=False)
 
 
 def _sorted_rows(rows: np.ndarray) -> np.ndarray:
@@ -55,7 +63,7 @@ def test_initial_parameters_and_logits_are_unchanged(family):
   assert np.all(np.abs(got[:, :2] - want[:, :2]) <= 1e-6 * np.maximum(np.abs(want[:, :2]), scale))
 
   with jax.default_matmul_precision("highest"):
-    logits = np.asarray(model(fingerprints.MOVES, train=False))
+    logits = np.asarray(_forward(model, fingerprints.MOVES))
   assert logits.dtype == np.float32
   want_logits = FINGERPRINTS[family + "/logits"]
   scale = float(np.abs(want_logits).max())

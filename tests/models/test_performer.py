@@ -5,6 +5,7 @@ causal linear attention against the quadratic form, local attention's blocks, ca
 random features and their redraw schedule, and LM training steps with a resume."""
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -33,8 +34,19 @@ def _lm(size="tiny", **overrides):
   return create_model(FAMILY, size, head="tokens", vocab_size=VOCAB, **overrides)
 
 
+@nnx.jit(static_argnames=("train",))
+def _run(model, tokens, train=False):
+  return model(tokens, train=train)
+
+
 def _forward(model, tokens, train=False):
-  return nnx.jit(lambda m, x: m(x, train=train))(model, jnp.asarray(tokens))
+  """The model's logits, jitted once per model structure and shape (state updates, such as the
+  feature-redraw counters, carried back to `model` as an eager call would)."""
+  return _run(model, jnp.asarray(tokens), train=train)
+
+
+_causal_linear_attention = jax.jit(performer.causal_linear_attention, static_argnames=("chunk",))
+_local_attention = jax.jit(performer.local_attention, static_argnames=("window",))
 
 
 @pytest.mark.parametrize(
@@ -122,9 +134,7 @@ def test_chunked_causal_linear_attention_equals_the_quadratic_form(dtype, tol):
   want = _quadratic(q, k, v)
   with jax.enable_x64(dtype == jnp.float64), jax.default_matmul_precision("highest"):
     for chunk in (1, 4, 8, 37, 64):
-      got = performer.causal_linear_attention(
-        *(jnp.asarray(x, dtype) for x in (q, k, v)), chunk=chunk
-      )
+      got = _causal_linear_attention(*(jnp.asarray(x, dtype) for x in (q, k, v)), chunk=chunk)
       assert got.dtype == dtype and got.shape == want.shape
       np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=tol, atol=tol)
 
@@ -134,9 +144,7 @@ def test_local_attention_blocks_and_rotary_match_a_dense_reference():
   rng = np.random.default_rng(1)
   t, w, kd = 23, 5, 8
   q, k, v = (rng.standard_normal((1, 2, t, kd)) for _ in range(3))
-  got = np.asarray(
-    performer.local_attention(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), window=w)
-  )
+  got = np.asarray(_local_attention(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), window=w))
   half = kd // 2
   freq = 1.0 / 10000 ** (np.arange(0, kd, 2) / kd)
 
@@ -183,7 +191,7 @@ def test_features_redraw_like_the_reference_schedule():
   forwards neither count nor redraw; a redraw is a function of the key and the redraw count."""
   model = _lm("tiny", feature_redraw_interval=2, local_heads=0)
   tokens = jnp.zeros((1, 6), jnp.int32)
-  train_step = nnx.jit(lambda m, x: m(x, train=True))
+  train_step = partial(_forward, train=True)
   before = [np.asarray(p) for p in model.backbone.features()]
   changed_at = []
   for call in range(9):

@@ -1,6 +1,8 @@
 """chessjax's recurrences against the released pure-PyTorch references (tests/data/golden_ops.npz,
 made by tests/data/make_golden_ops.py): FLA's naive gated delta rule and mamba_ssm's minimal SSD."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,13 +13,18 @@ from chessjax.ops import delta_rule, ssd
 
 GOLDEN = np.load(REPO / "tests" / "data" / "golden_ops.npz")
 
+# Jitted, as the models run them (and as the other tests of chessjax.ops do): one compiled program
+# per case instead of a compilation per eager primitive of the chunked forms.
+_gated_delta_rule = jax.jit(delta_rule.gated_delta_rule, static_argnames=("impl", "chunk_size"))
+_ssd = jax.jit(ssd.ssd, static_argnames=("impl", "chunk_size"))
+
 
 @pytest.mark.parametrize("impl,chunk", [("sequential", 1), ("chunked", 8), ("chunked", 64)])
 def test_gated_delta_rule_equals_fla_naive_recurrent(impl, chunk):
   g = {key.split("/", 1)[1]: GOLDEN[key] for key in GOLDEN.files if key.startswith("gdn/")}
   assert g["beta"].max() > 1.5 and g["g"].min() < -4.0  # negative eigenvalues, strong decays
   with jax.default_matmul_precision("highest"):
-    o, final = delta_rule.gated_delta_rule(
+    o, final = _gated_delta_rule(
       *(jnp.asarray(g[x]) for x in ("q", "k", "v", "g", "beta")),
       initial_state=jnp.asarray(g["s0_BHKV"]).swapaxes(-1, -2),  # ours is [B, H, V, K]
       impl=impl,
@@ -35,7 +42,7 @@ def test_gated_delta_rule_equals_fla_naive_recurrent(impl, chunk):
 def test_ssd_equals_mamba_ssd_minimal_float64(impl, chunk):
   s = {key.split("/", 1)[1]: GOLDEN[key] for key in GOLDEN.files if key.startswith("ssd/")}
   with jax.enable_x64():
-    y, final = ssd.ssd(
+    y, final = _ssd(
       *(jnp.asarray(s[x]) for x in ("x", "dt", "A", "B", "C")),
       initial_state=jnp.asarray(s["s0_BHPN"]),
       impl=impl,
@@ -56,15 +63,21 @@ def trapezoid_case(prefix: str):
   return m, dt, a, lam
 
 
+@partial(jax.jit, static_argnames=("impl", "chunk"))
+def _siso(angles, k, q, v, dt, a, lam, *, impl, chunk):
+  theta = ssd.rotary_theta(angles, dt, impl=impl)
+  k, q = (ssd.rotate_pairs(x, theta)[:, :, None] for x in (k, q))
+  y, state = ssd.trapezoid_ssd(v[:, :, None], dt, a, lam, k, q, impl=impl, chunk_size=chunk)
+  return theta, y, state
+
+
 @pytest.mark.parametrize("impl,chunk", [("sequential", 1), ("chunked", 8), ("chunked", 64)])
 def test_mamba3_trapezoid_and_rotation_equal_mamba_ssm_reference(impl, chunk):
   """rotary_theta + rotate_pairs + trapezoid_ssd against mamba3_siso_fwd_ref (empty state)."""
   m, dt, a, lam = trapezoid_case("mamba3")
   with jax.default_matmul_precision("highest"):
-    theta = ssd.rotary_theta(jnp.asarray(m["angles"]), dt, impl=impl)
-    k, q = (ssd.rotate_pairs(jnp.asarray(m[x]), theta)[:, :, None] for x in ("k", "q"))
-    y, state = ssd.trapezoid_ssd(
-      jnp.asarray(m["v"])[:, :, None], dt, a, lam, k, q, impl=impl, chunk_size=chunk
+    theta, y, state = _siso(
+      *(jnp.asarray(m[x]) for x in ("angles", "k", "q", "v")), dt, a, lam, impl=impl, chunk=chunk
     )
   scale = np.abs(m["y"]).max()
   assert scale > 1.0 and np.ptp(m["trap"]) > 4.0  # lambda spans (0.05, 0.95)
@@ -74,17 +87,29 @@ def test_mamba3_trapezoid_and_rotation_equal_mamba_ssm_reference(impl, chunk):
   np.testing.assert_allclose(np.asarray(state.k_prev[:, 0]), m["final_k_BHN"], atol=1e-5)
 
 
+@partial(jax.jit, static_argnames=("impl", "chunk"))
+def _mimo(angles, k, q, v, mimo_v, mimo_o, dt, a, lam, *, impl, chunk):
+  theta = ssd.rotary_theta(angles, dt, impl=impl)[:, :, None]  # over ranks
+  k, q = (ssd.rotate_pairs(x, theta) for x in (k, q))
+  x = jnp.einsum("bthp,hrp->btrhp", v, mimo_v)
+  y, state = ssd.trapezoid_ssd(x, dt, a, lam, k, q, impl=impl, chunk_size=chunk)
+  return jnp.einsum("btrhp,hrp->bthp", y, mimo_o), state
+
+
 @pytest.mark.parametrize("impl,chunk", [("sequential", 1), ("chunked", 8), ("chunked", 5)])
 def test_mamba3_mimo_equals_mamba_ssm_step_reference(impl, chunk):
   """Rank-4 trapezoid (values up-projected per rank, outputs down-projected as the module does)
   against mamba3_MIMO_step_ref (empty state)."""
   m, dt, a, lam = trapezoid_case("mimo")
   with jax.default_matmul_precision("highest"):
-    theta = ssd.rotary_theta(jnp.asarray(m["angles"]), dt, impl=impl)[:, :, None]  # over ranks
-    k, q = (ssd.rotate_pairs(jnp.asarray(m[x]), theta) for x in ("k", "q"))
-    x = jnp.einsum("bthp,hrp->btrhp", jnp.asarray(m["v"]), jnp.asarray(m["mimo_v"]))
-    y, state = ssd.trapezoid_ssd(x, dt, a, lam, k, q, impl=impl, chunk_size=chunk)
-    out = jnp.einsum("btrhp,hrp->bthp", y, jnp.asarray(m["mimo_o"]))
+    out, state = _mimo(
+      *(jnp.asarray(m[x]) for x in ("angles", "k", "q", "v", "mimo_v", "mimo_o")),
+      dt,
+      a,
+      lam,
+      impl=impl,
+      chunk=chunk,
+    )
   scale = np.abs(m["y"]).max()
   assert scale > 1.0 and m["q"].shape[2] == 4
   np.testing.assert_allclose(np.asarray(out), m["y"], rtol=1e-5, atol=1e-6 * scale)
