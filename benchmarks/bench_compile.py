@@ -43,6 +43,7 @@ from pathlib import Path
 
 from benchmarks.bench_parity_quality import split_pgn
 from benchmarks.bench_vs_reference_train import pinned_env
+from benchmarks.machine import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,15 +76,9 @@ LOSS = re.compile(r"^step (\d+)/\d+\s+loss ([0-9.]+)", re.M)
 
 
 def machine() -> str:
-  model = ""
-  try:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"):
-        model = line.split(":", 1)[1].strip()
-        break
-  except OSError:
-    pass
-  return f"{model or platform.processor()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+  return (
+    f"{cpu_model() or platform.processor()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+  )
 
 
 def prepare(work: Path, train_games: int) -> Path:

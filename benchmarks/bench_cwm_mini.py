@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_vs_reference_train import pinned_env
+from benchmarks.machine import cpu_model
 from chessjax.files import write_json, write_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -452,15 +453,7 @@ def curves_png(rows: list[dict], path: Path) -> None:
 
 
 def machine_line() -> str:
-  model = "unknown CPU"
-  try:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"):
-        model = line.split(":", 1)[1].strip()
-        break
-  except OSError:
-    pass
-  return f"{model}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"
+  return f"{cpu_model() or 'unknown CPU'}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"
 
 
 def report(args, work: Path) -> None:

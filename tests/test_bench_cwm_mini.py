@@ -4,6 +4,7 @@ trained again and enter the tables; a record of another protocol is ignored."""
 import json
 
 from benchmarks import bench_cwm_mini as bench
+from benchmarks.machine import cpu_model
 
 
 def _record(tmp_path, **protocol):
@@ -35,3 +36,15 @@ def test_a_record_of_another_protocol_or_none_is_not_used(tmp_path):
   assert bench.recorded(args) == {}
   args = bench.parse_args(["--work", str(tmp_path / "w"), "--record", ""])
   assert bench.recorded(args) == {}
+
+
+def test_machine_line_names_the_cpu(tmp_path):
+  info = tmp_path / "cpuinfo"
+  info.write_text(
+    "processor\t: 0\nmodel name\t: Test CPU 9000\nprocessor\t: 1\nmodel name\t: Other\n"
+  )
+  assert cpu_model(info) == "Test CPU 9000"
+  info.write_text("processor\t: 0\n")
+  assert cpu_model(info) == ""
+  assert cpu_model(tmp_path / "absent") == ""
+  assert bench.machine_line().split(", ")[0] == (cpu_model() or "unknown CPU")
