@@ -32,7 +32,9 @@ Wall and CPU time of every segment go to the run's `bench.json`; a segment kille
 session is counted by its wall time up to the run's last log line, its CPU time as unknown.
 
 Output: `WORK/tables.md` and `WORK/tables.json` (Table 8 layout: mean and min-max over seeds beside
-the paper's d128 row; the ablation pairs on both splits; time per run), `WORK/curves.png`
+the paper's d128 row; the ablation pairs on both splits; seed by seed, in how many seeds each
+recurrent family beats the Transformer and each ablation is worse than its main family, per split
+and metric; time per run), `WORK/curves.png`
 (validation loss against steps, one line per family, seeds as thin lines, their mean thick), and
 `WORK/report/` from `chessjax.world_model.report` (the paper's layouts, one run per cell).
 """
@@ -355,6 +357,40 @@ def summarize(rows: list[dict]) -> dict:
   return out
 
 
+def paired(rows: list[dict], base: str, other: str, split: str, metric: str) -> tuple:
+  """`other` against `base` on the seeds both have: (seeds where `other` is better, seeds where
+  it is worse, seeds, mean of other - base). Better: lower loss, higher accuracy (percent)."""
+  by = {(r["family"], r["seed"]): r[split][metric] for r in rows}
+  seeds = sorted(seed for fam, seed in by if fam == other and (base, seed) in by)
+  sign = -1.0 if metric == "loss" else 100.0  # > 0: better
+  diffs = [(by[other, seed] - by[base, seed]) * abs(sign) for seed in seeds]
+  better = sum(d * sign > 0 for d in diffs)
+  worse = sum(d * sign < 0 for d in diffs)
+  return better, worse, len(seeds), statistics.fmean(diffs) if diffs else float("nan")
+
+
+def _paired_table(rows: list[dict], pairs: list[tuple[str, str]], title: str, word: str) -> list:
+  metrics = {"loss": ("loss", 4), "labelwise": ("Labelwise", 2), "exact_state": ("ExactState", 2)}
+  lines = [
+    title,
+    "",
+    "| pair | split | " + " | ".join(name for name, _ in metrics.values()) + " |",
+    "|---|---|" + "---|" * len(metrics),
+  ]
+  for base, other in pairs:
+    for split in SPLITS:
+      cells = []
+      for m, (_, digits) in metrics.items():
+        better, worse, n, diff = paired(rows, base, other, split, m)
+        if n == 0:
+          break
+        k = better if word == "better" else worse
+        cells.append(f"{word} in {k}/{n}, {diff:+.{digits}f}")
+      if cells:
+        lines.append(f"| {other} vs {base} | {split} | " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
 def tables_markdown(args, rows: list[dict], machine: str) -> str:
   s = summarize(rows)
   paper = paper_d128()
@@ -404,8 +440,20 @@ def tables_markdown(args, rows: list[dict], machine: str) -> str:
       pa, pb = paper[main][split][2], paper[ablation][split][2]
       cells.append(f"{a:.2f} -> {b:.2f} ({b - a:+.2f}) [paper {pa:.2f} -> {pb:.2f}]")
     lines.append(f"| {main} -> {ablation} | " + " | ".join(cells) + " |")
+  lines.append("")
+  lines += _paired_table(
+    rows,
+    [("transformer", f) for f in MAIN[1:]],
+    "## Seed by seed: each recurrent family against the Transformer (same seed; mean difference)",
+    "better",
+  )
+  lines += _paired_table(
+    rows,
+    [(main, ablation) for ablation, main in ABLATIONS.items()],
+    "## Seed by seed: each ablation against its main family (same seed; mean difference)",
+    "worse",
+  )
   lines += [
-    "",
     "## Time per run (one core each)",
     "",
     "| run | params | train wall | train CPU | eval wall | non-finite batches |",

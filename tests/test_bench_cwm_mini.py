@@ -48,3 +48,24 @@ def test_machine_line_names_the_cpu(tmp_path):
   assert cpu_model(info) == ""
   assert cpu_model(tmp_path / "absent") == ""
   assert bench.machine_line().split(", ")[0] == (cpu_model() or "unknown CPU")
+
+
+def test_paired_counts_seeds_where_one_family_beats_another():
+  def row(family, seed, loss, exact):
+    split = {"loss": loss, "labelwise": 0.9, "exact_state": exact, "trajectory": 0.0}
+    return {"family": family, "seed": seed, "real": split, "random": split}
+
+  rows = [
+    row("transformer", 0, 0.40, 0.10),
+    row("transformer", 1, 0.30, 0.20),
+    row("mamba3", 0, 0.20, 0.15),  # better than the Transformer on both
+    row("mamba3", 1, 0.35, 0.20),  # worse loss, equal ExactState
+    row("mamba3", 2, 0.10, 0.90),  # no Transformer seed 2: not paired
+  ]
+  better, worse, n, diff = bench.paired(rows, "transformer", "mamba3", "real", "loss")
+  assert (better, worse, n) == (1, 1, 2) and abs(diff - (-0.2 + 0.05) / 2) < 1e-12
+  better, worse, n, diff = bench.paired(rows, "transformer", "mamba3", "real", "exact_state")
+  assert (better, worse, n) == (1, 0, 2) and abs(diff - 2.5) < 1e-9  # percent
+  assert bench.paired(rows, "transformer", "slice", "real", "loss")[2] == 0
+  lines = bench._paired_table(rows, [("transformer", "mamba3")], "## t", "better")
+  assert "| mamba3 vs transformer | real | better in 1/2, -0.0750 |" in "\n".join(lines)
