@@ -362,10 +362,11 @@ def paired(rows: list[dict], base: str, other: str, split: str, metric: str) -> 
   it is worse, seeds, mean of other - base). Better: lower loss, higher accuracy (percent)."""
   by = {(r["family"], r["seed"]): r[split][metric] for r in rows}
   seeds = sorted(seed for fam, seed in by if fam == other and (base, seed) in by)
-  sign = -1.0 if metric == "loss" else 100.0  # > 0: better
-  diffs = [(by[other, seed] - by[base, seed]) * abs(sign) for seed in seeds]
-  better = sum(d * sign > 0 for d in diffs)
-  worse = sum(d * sign < 0 for d in diffs)
+  scale = 1.0 if metric == "loss" else 100.0
+  diffs = [scale * (by[other, seed] - by[base, seed]) for seed in seeds]
+  up = sum(d > 0 for d in diffs)
+  down = sum(d < 0 for d in diffs)
+  better, worse = (down, up) if metric == "loss" else (up, down)
   return better, worse, len(seeds), statistics.fmean(diffs) if diffs else float("nan")
 
 
