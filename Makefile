@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench clean engines
+.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench clean engines browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,12 +21,28 @@ lint: $(STAMP)
 
 # Two pytest workers (one per core here), each test module on one worker so its module fixtures
 # are built once; every test runs, slow ones included. The 15 slowest are listed at the end.
-test: lint engines
+test: lint engines browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=15 tests
 
 # Quick local iteration: everything but the tests marked slow.
 test-fast: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow" tests
+
+# A real headless browser for the tracking page's test (tests/browser.py): Debian's
+# chromium-headless-shell, installed with apt-get as root (about a minute); others install it once.
+BROWSER := chromium-headless-shell
+browser:
+	@set -eu; \
+	if command -v $(BROWSER) >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "browser: $(BROWSER) missing; install the Debian package $(BROWSER) (as root)" >&2; \
+	  exit 1; \
+	fi; \
+	echo "browser: installing Debian package $(BROWSER) (apt-get)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -q $(BROWSER) >/dev/null \
+	  || { apt-get update -q >/dev/null && apt-get install -y -q $(BROWSER) >/dev/null; }; \
+	echo "browser: $$($(BROWSER) --version 2>/dev/null || echo $(BROWSER))"
 
 # Chess engines for the atomic evaluation track (Co & Konuganti, 2026), into the git-ignored engines/:
 # engines/stockfish, a link to Debian's Stockfish (standard rules), and engines/fairy-stockfish,

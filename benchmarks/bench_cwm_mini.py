@@ -92,6 +92,7 @@ def parse_args(argv=None):
   ap.add_argument("--cores", default="1", help="one run at a time on each of these cores")
   ap.add_argument("--tag", default="", help="suffix of the run folders (e.g. _x4 for --steps x4)")
   ap.add_argument("--report-only", action="store_true", help="write the tables from what exists")
+  ap.add_argument("--train-only", action="store_true", help="train the planned runs, score none")
   ap.add_argument(
     "--record", default=str(RECORD), help='finished runs of earlier sessions ("": none)'
   )
@@ -253,6 +254,9 @@ def do_run(args, family: str, seed: int, data: dict, work: Path, core: int) -> N
     if segment(workdir, "train", train_command(args, family, seed, data, workdir), core):
       print(f"[fail] {name}: training failed, see {workdir / 'train.log'}", flush=True)
       return
+  if args.train_only:
+    print(f"[trained] {name}", flush=True)
+    return
   if not evaluated(workdir):
     print(f"[eval] {name} on core {core}", flush=True)
     if segment(workdir, "eval", eval_command(args, data, workdir), core):

@@ -81,10 +81,8 @@ def snapshot(board: chess.Board, ep_mode: str = "pseudo") -> tuple[int, ...]:
   """
   if ep_mode == "pseudo":
     ep = board.ep_square
-  elif type(board) is chess.variant.AtomicBoard:
-    ep = board.ep_square if _has_legal_atomic_ep(board) else None
   else:
-    ep = board.ep_square if board.has_legal_en_passant() else None
+    ep = board.ep_square if has_legal_ep(board) else None
   return (
     board.occupied_co[chess.WHITE],
     board.occupied_co[chess.BLACK],
@@ -100,6 +98,13 @@ def snapshot(board: chess.Board, ep_mode: str = "pseudo") -> tuple[int, ...]:
     board.halfmove_clock,
     board.fullmove_number,
   )
+
+
+def has_legal_ep(board: chess.Board) -> bool:
+  """Whether an en-passant capture is a legal move on `board` (standard or atomic rules)."""
+  if type(board) is chess.variant.AtomicBoard:
+    return _has_legal_atomic_ep(board)
+  return board.has_legal_en_passant()
 
 
 def _has_legal_atomic_ep(board: chess.variant.AtomicBoard) -> bool:

@@ -2,20 +2,26 @@
 
     python -m chessjax.world_model.evaluate --workdir runs/t1 \
         --data real=runs/demo/data/real:test random=runs/demo/data/random \
-        [--batch-size 64] [--max-games N] [--boards 5]
+        [--batch-size 64] [--max-games N] [--boards 5] [--max-len N] [--gallery N]
 
 `--data NAME=PATH[:SPLIT]` names a prepared dataset directory; SPLIT defaults to `test` when the
 dataset has one, else to its only split. The newest readable checkpoint of the workdir is scored
-on every game of each split (truncated to the config's `max_len` steps, as in training) and
+on every game of each split (truncated to the config's `max_len` steps, as in training, or to
+`--max-len` steps: whole games beyond the trained length) and
 WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) receives:
   NAME.json        all metrics (`chessjax.world_model.metrics`), checkpoint step, dataset,
                    throughput and the first wrong step of every game (`first_error_steps`, game
                    order, -1 = never)
   NAME.md          the paper's table (Loss, Labelwise, ExactState, Trajectory), accuracy per label
-                   group, first-error summary, non-finite logit counts, truncation and throughput
+                   group, first-error summary, non-finite logit counts, truncation, throughput
+                   and the strata: ExactState and label groups on the hard steps (captures,
+                   checks, king moves, promotions, lost castling rights, en passant) and the
+                   steps right after (`chessjax.world_model.strata`)
   results.md       the same tables over every NAME.json in the folder, so evaluating another
                    dataset later adds its rows instead of replacing the earlier ones
   prefix_bins.png  ExactState and Labelwise per 20-step bin, one curve per dataset in results.md
+  NAME_gallery.html  with `--gallery N`: the N worst-tracked games (lowest ExactState) as one
+                   page to step through (`chessjax.world_model.page`)
   boards/NAME_gameI_stepT.svg  for the first `--boards` failing games (by game index): the model's
                    argmax board next to the true one at the game's first wrong step, wrong squares
                    shaded, wrong labels listed underneath
@@ -47,10 +53,16 @@ from jax.sharding import PartitionSpec as P
 
 from chessjax import evaluation, labels, runtime, workdir
 from chessjax.data import pipeline
-from chessjax.data.source import GameSource, parse_data_arg, read_manifest, resolve_split
+from chessjax.data.source import (
+  GameSource,
+  parse_data_arg,
+  read_manifest,
+  resolve_split,
+  variant_of_manifest,
+)
 from chessjax.encoding import id_to_move
 from chessjax.files import as_path, is_url, write_figure, write_text
-from chessjax.world_model import metrics, plots
+from chessjax.world_model import metrics, page, plots, strata
 from chessjax.world_model.boards import failure_svg
 from chessjax.world_model.task import WorldModelTask
 
@@ -65,29 +77,38 @@ EVAL_KEYS = (*WorldModelTask.batch_keys, "index")
 def eval_batch(logits_fn, params, model_state, batch: dict) -> tuple[dict, dict]:
   """(`metrics.batch_stats`, per-game extras) of one batch from a single forward pass.
 
-  Extras: `index` int32[B] (game position in the split, -1 pad rows) and `pred_first` uint8[B, 75],
-  the argmax labels at each game's first wrong step (meaningless for exact games and pad rows).
+  Extras: `index` int32[B] (game position in the split, -1 pad rows), `pred_first` uint8[B, 75],
+  the argmax labels at each game's first wrong step (meaningless for exact games and pad rows),
+  `group_hits` uint8[B, T, G], the right labels of each label group at every step (for the
+  strata and the per-game scores), and `game_ce` float32[B], each game's cross-entropy summed
+  over its steps and labels.
   """
   logits = logits_fn(params, model_state, batch)
   stats = metrics.batch_stats(logits, batch["states"], batch["mask"])
   step = jnp.clip(stats["first_error"], 0, logits.shape[1] - 1)
   at_step = jnp.take_along_axis(logits, step[:, None, None], axis=1)[:, 0]  # [B, 1878]
   pred = labels.argmax_labels(at_step).astype(jnp.uint8)  # Every class count is <= 256.
-  return stats, {"index": batch["index"], "pred_first": pred}
+  ce, hit = metrics.per_label(logits, batch["states"])
+  game_ce = jnp.sum(jnp.where(batch["mask"], ce.sum(-1), 0.0), axis=1)  # [B], summed over labels
+  group_hits = jnp.stack(
+    [hit[..., first : first + count].sum(-1) for _, first, count, _ in labels.GROUPS], axis=-1
+  ).astype(jnp.uint8)  # A group has at most 64 labels.
+  extras = {"index": batch["index"], "pred_first": pred, "group_hits": group_hits}
+  return stats, {**extras, "game_ce": game_ce}
 
 
 # ------------------------------------------------------------------------------------------------
 # Datasets and the evaluation pass
 
 
-def _eval_iterator(path, split: str, num_games: int, batch_size: int, config):
+def _eval_iterator(path, split: str, num_games: int, batch_size: int, config, max_len):
   return pipeline.make_eval_batches(
     path,
     split,
     WorldModelTask.eval_rows,
     batch_size=batch_size,
     bucket_lengths=tuple(config.data.bucket_lengths),
-    max_len=config.data.max_len,
+    max_len=max_len,
     max_games=num_games,
   )
 
@@ -109,15 +130,26 @@ def _compile_shapes(step_fn, params, model_state, plan, sharding) -> dict[int, o
 
 
 def evaluate_split(
-  restored, path, split: str, *, batch_size: int = 64, max_games=None, logits_fn=None
+  restored,
+  path,
+  split: str,
+  *,
+  batch_size: int = 64,
+  max_games=None,
+  max_len: int | None = None,
+  logits_fn=None,
 ) -> dict:
   """Metrics of one dataset split under a restored model, plus per-game first errors.
 
   `restored` is `chessjax.workdir.restore(workdir)`. `logits_fn(params, model_state, batch)`
   replaces the model's logits (default: the restored model on `batch["moves"]`), e.g. by
-  synthetic ones whose errors are known. Returns the `metrics.Accumulator` result with
-  `dataset`, `checkpoint_step`, timing, `first_error_steps` (int per game, -1 when never wrong) and
-  `failures` (game index -> (first wrong step, predicted labels there), not JSON).
+  synthetic ones whose errors are known. `max_len` scores each game's first `max_len` steps
+  (default: the training config's `data.max_len`; a larger one scores beyond the trained length).
+  Returns the `metrics.Accumulator` result with `dataset`, `checkpoint_step`, timing,
+  `first_error_steps` (int per game, -1 when never wrong), `exact_steps` (exact steps per game),
+  `game_loss` (each game's loss: its mean per-label cross-entropy) and its maximum,
+  `strata` (`chessjax.world_model.strata`) and `failures` (game index -> (first wrong step,
+  predicted labels there), not JSON).
   """
   config, run, state, step = restored.config, restored.run, restored.state, restored.step
   total = int(read_manifest(path)["splits"][split]["games"])
@@ -129,31 +161,46 @@ def evaluate_split(
   batch_size = min(int(batch_size), num_games)
   batch_size = -(-batch_size // devices) * devices
   lengths = pipeline.game_lengths(path, split)[:num_games]
-  max_len = config.data.max_len
+  max_len = config.data.max_len if max_len is None else int(max_len)
   truncated = 0 if max_len is None else int((lengths > max_len).sum())
+  scored = lengths if max_len is None else np.minimum(lengths, max_len)
+  flags = strata.dataset_flags(path, split, num_games, variant_of_manifest(read_manifest(path)))
 
   replicated = NamedSharding(run.data_sharding.mesh, P())
   if logits_fn is None:
     logits_fn = lambda params, model_state, batch: run.predict(params, model_state, batch["moves"])  # noqa: E731
   step_fn = jax.jit(partial(eval_batch, logits_fn), out_shardings=replicated)
   params, model_state = state["params"], state["model_state"]
-  batches = _eval_iterator(path, split, num_games, batch_size, config)
+  batches = _eval_iterator(path, split, num_games, batch_size, config, max_len)
   start = time.perf_counter()
   compiled = _compile_shapes(step_fn, params, model_state, batches.plan, run.data_sharding)
   compile_seconds = time.perf_counter() - start
 
-  acc = metrics.Accumulator()
+  acc, by_stratum = metrics.Accumulator(), strata.StrataAccumulator()
   first_steps = np.full(num_games, -2, dtype=np.int64)  # -2: not seen yet.
+  exact_steps = np.zeros(num_games, dtype=np.int64)
+  game_loss = np.zeros(num_games, dtype=np.float64)
   failures: dict[int, tuple[int, np.ndarray]] = {}
 
   def consume(out):
     stats, extra = out
     acc.add(stats)
-    for g, first, pred in zip(
-      extra["index"], stats["first_error"], extra["pred_first"], strict=True
-    ):
+    rows = zip(
+      extra["index"],
+      stats["first_error"],
+      extra["pred_first"],
+      extra["group_hits"],
+      extra["game_ce"],
+      strict=True,
+    )
+    for g, first, pred, hits, ce in rows:
       if g < 0:
         continue
+      game_loss[g] = ce / (labels.NUM_LABELS * scored[g])
+      hits = hits[: scored[g]]
+      exact = (hits == strata.GROUP_SIZES).all(-1)
+      exact_steps[g] = exact.sum()
+      by_stratum.add(flags[g][: scored[g]], exact, hits)
       if first == INT32_MAX:
         first_steps[g] = -1
       else:
@@ -192,6 +239,10 @@ def evaluate_split(
     games_per_s=num_games / max(seconds, 1e-9),
     steps_per_s=result["steps"] / max(seconds, 1e-9),
     first_error_steps=first_steps.tolist(),
+    exact_steps=exact_steps.tolist(),
+    game_loss=game_loss.tolist(),
+    max_game_loss=float(game_loss.max()),
+    strata=by_stratum.result(),
     failures=failures,
   )
   return result
@@ -204,17 +255,20 @@ def evaluate(
   batch_size: int = 64,
   max_games: int | None = None,
   boards: int = 5,
+  max_len: int | None = None,
+  gallery: int = 0,
   restored=None,
   verbose: bool = True,
   logits_fn=None,
 ) -> dict[str, dict]:
   """Evaluates the newest checkpoint of `workdir` on `datasets` and writes WORKDIR/eval/.
 
-  `datasets` maps a name to `(path, split)` (split None: `test`, else the only split). `restored`
-  may pass an already restored `chessjax.workdir.restore(run_dir)`; `logits_fn` as in
-  `evaluate_split`. Returns {name: result}, each
-  result being what NAME.json holds (metrics plus dataset, checkpoint step, throughput, first
-  wrong step per game and the boards drawn).
+  `datasets` maps a name to `(path, split)` (split None: `test`, else the only split). `max_len`
+  as in `evaluate_split`. `gallery` > 0 also writes NAME_gallery.html, a page of the `gallery`
+  worst-tracked games (lowest ExactState; `chessjax.world_model.page`). `restored` may pass an
+  already restored `chessjax.workdir.restore(run_dir)`; `logits_fn` as in `evaluate_split`.
+  Returns {name: result}, each result being what NAME.json holds (metrics plus dataset,
+  checkpoint step, throughput, first wrong step per game, strata and the boards drawn).
   """
   # WORKDIR/eval through etils.epath: a URL workdir (`gs://bucket/run`) gets its results there.
   label = str(as_path(run_dir)) if is_url(run_dir) else str(Path(run_dir))  # As the user gave it.
@@ -234,10 +288,22 @@ def evaluate(
   results = {}
   for name, (path, split) in resolved.items():
     result = evaluate_split(
-      restored, path, split, batch_size=batch_size, max_games=max_games, logits_fn=logits_fn
+      restored,
+      path,
+      split,
+      batch_size=batch_size,
+      max_games=max_games,
+      max_len=max_len,
+      logits_fn=logits_fn,
     )
     failures = result.pop("failures")
     result["boards"] = []
+    if gallery > 0:  # Every process runs the model; process 0 writes.
+      views = gallery_views(restored, path, split, result, gallery)
+      if chief:
+        heading = f"{result['family']} {result['size']} at step {result['checkpoint_step']}: "
+        heading += f"the {len(views)} worst-tracked games of {name} ({label})"
+        write_text(out_dir / f"{name}_gallery.html", page.page_html(views, heading))
     if chief:
       result["boards"] = draw_failures(name, path, split, failures, boards, out_dir / "boards")
       write_text(out_dir / f"{name}.json", json_text(result))
@@ -250,6 +316,25 @@ def evaluate(
     write_text(out_dir / "results.md", results_markdown(every, label))
     _save_png_atomic(every, out_dir / "prefix_bins.png", as_path(run_dir).name)
   return results
+
+
+def gallery_views(restored, path, split: str, result: dict, count: int) -> list[dict]:
+  """`page.game_view`s of the `count` games of a scored split with the lowest ExactState (ties:
+  the earlier first wrong step first), each cut to the steps that were scored."""
+  exact = np.asarray(result["exact_steps"])
+  lengths = pipeline.game_lengths(path, split)[: len(exact)]
+  max_len = result["dataset"]["max_len"]
+  scored = lengths if max_len is None else np.minimum(lengths, max_len)
+  first = np.asarray(result["first_error_steps"])
+  order = np.lexsort((np.where(first < 0, INT32_MAX, first), exact / scored))[:count]
+  source, views = GameSource(path, split), []
+  for g in order:
+    game = source[int(g)]
+    moves, states = game["moves"][: scored[g]], game["states"][: scored[g]]
+    pred = np.asarray(labels.argmax_labels(restored.predict(moves[None].astype(np.int32))))[0]
+    ucis = [id_to_move(int(m)) for m in moves[1:]]
+    views.append(page.game_view(f"game {g} ({game['example_id']})", ucis, states, pred))
+  return views
 
 
 def saved_results(out_dir: Path) -> dict[str, dict]:
@@ -336,6 +421,7 @@ def results_markdown(results: dict[str, dict], run_dir) -> str:
       f"| {name} | `{d['path']}:{d['split']}` | {r['steps']:,} | {d['truncated_games']} "
       f"(max_len {d['max_len']}) | {r['nonfinite_logits']:,} | {r['games_per_s']:.1f} |"
     )
+  lines += strata_markdown(results)
   boards = [(name, b) for name, r in results.items() for b in r["boards"]]
   if boards:
     lines += ["", "## Boards at the first wrong step", ""]
@@ -347,6 +433,36 @@ def results_markdown(results: dict[str, dict], run_dir) -> str:
   if any(r["dataset"]["truncated_games"] for r in results.values()):
     lines += ["", "Truncated games are scored on their first max_len steps, as in training."]
   return "\n".join(lines) + "\n"
+
+
+def strata_markdown(results: dict[str, dict]) -> list[str]:
+  """Lines of the strata table: ExactState and the worst label group on the hard steps
+  (`chessjax.world_model.strata`), beside the split's overall ExactState."""
+  lines = [
+    "",
+    "## Hard steps (strata): ExactState % and the worst label group",
+    "",
+    "Steps where a capture, check, king move, promotion, lost castling right or legal en-passant "
+    "capture happens, and the steps right after (`after_`); overall ExactState for comparison.",
+    "",
+    "| dataset | stratum | steps | ExactState % | vs overall | worst group (accuracy %) |",
+    "|---|---|---:|---:|---:|---|",
+  ]
+  for name, r in results.items():
+    if "strata" not in r:  # Results written before strata existed.
+      continue
+    overall = 100 * r["exact_state"]
+    for stratum, s in r["strata"].items():
+      if not s["steps"]:
+        lines.append(f"| {name} | {stratum} | 0 | - | - | - |")
+        continue
+      exact = 100 * s["exact_state"]
+      group, acc = min(s["groups"].items(), key=lambda kv: kv[1])
+      lines.append(
+        f"| {name} | {stratum} | {s['steps']:,} | {exact:.2f} | {exact - overall:+.2f} | "
+        f"{group} ({100 * acc:.2f}) |"
+      )
+  return lines
 
 
 def json_text(result: dict) -> str:
@@ -401,12 +517,20 @@ def main(argv=None) -> int:
   ap.add_argument("--batch-size", type=int, default=64)
   ap.add_argument("--max-games", type=int, default=None, help="only the first N games of each")
   ap.add_argument("--boards", type=int, default=5, help="failure boards drawn per dataset")
+  ap.add_argument(
+    "--max-len", type=int, default=None, help="steps scored per game (default: the training cut)"
+  )
+  ap.add_argument(
+    "--gallery", type=int, default=0, metavar="N", help="page of the N worst games per dataset"
+  )
   args = ap.parse_args(argv)
   runtime.setup_for_workdir(args.workdir)
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
   logging.getLogger("absl").setLevel(logging.WARNING)
-  if args.batch_size < 1 or (args.max_games is not None and args.max_games < 1):
-    ap.error("--batch-size and --max-games must be positive")
+  if args.batch_size < 1 or any(x is not None and x < 1 for x in (args.max_games, args.max_len)):
+    ap.error("--batch-size, --max-games and --max-len must be positive")
+  if args.gallery < 0:
+    ap.error("--gallery must be >= 0")
   try:
     datasets = {}
     for text in args.data:
@@ -420,6 +544,8 @@ def main(argv=None) -> int:
       batch_size=args.batch_size,
       max_games=args.max_games,
       boards=args.boards,
+      max_len=args.max_len,
+      gallery=args.gallery,
     )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))

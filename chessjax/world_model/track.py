@@ -11,7 +11,8 @@ once over the whole sequence; being causal, its output at step t is its state af
 each step the tracker prints the move, the model's argmax board and the true board side by side
 (8 ranks each, unicode pieces or `--ascii` letters, wrong squares starred), the auxiliary labels
 (side to move, castling, en passant, clocks) predicted vs true, and a marker on every mismatch;
-then a summary (exact steps, first wrong step).
+then a summary (exact steps, first wrong step). `--html OUT.html` also writes the game as a
+page to step through in a browser (`chessjax.world_model.page`).
 """
 
 import argparse
@@ -28,7 +29,9 @@ import zstandard
 
 from chessjax import encoding, workdir
 from chessjax.data.source import read_manifest, variant_of_manifest
+from chessjax.files import write_text
 from chessjax.labels import argmax_labels
+from chessjax.world_model import page
 from chessjax.world_model.boards import aux_fields, board_lines, describe_differences
 
 
@@ -153,6 +156,7 @@ def main(argv=None) -> int:
   source.add_argument("--moves", help='UCI moves from the initial position, e.g. "e2e4 e7e5"')
   source.add_argument("--pgn", help="a PGN file: its first game's mainline")
   ap.add_argument("--ascii", action="store_true", help="letters instead of unicode pieces")
+  ap.add_argument("--html", metavar="OUT.html", help="also write a page to step through the game")
   ap.add_argument("--ep-mode", choices=encoding.EP_MODES, default=None, help="default: the data's")
   ap.add_argument(
     "--variant", choices=encoding.VARIANTS, default=None, help="rules; default: the data's"
@@ -178,6 +182,13 @@ def main(argv=None) -> int:
     print(format_step(s, args.ascii))
   print()
   print(summary(steps))
+  if args.html:
+    view = page.game_view(
+      f"{len(ucis)} plies", ucis, [s["true"] for s in steps], [s["pred"] for s in steps]
+    )
+    heading = f"{config.family} {config.size} at step {step}: {args.workdir}"
+    write_text(args.html, page.page_html([view], heading))
+    print(f"page: {args.html}")
   return 0
 
 

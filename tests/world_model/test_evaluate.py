@@ -5,18 +5,20 @@ first errors are checked against synthetic logits whose first wrong step is know
 """
 
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 
+import chess
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import REPO
 
-from chessjax import labels, train, workdir
+from chessjax import encoding, labels, train, workdir
 from chessjax.data import GameSource, read_manifest, source
 from chessjax.encoding import PAD_ID
-from chessjax.world_model import boards, evaluate, metrics, track
+from chessjax.world_model import boards, evaluate, metrics, strata, track
 from configs import cwm
 from data_prep import process_pgn
 
@@ -123,6 +125,10 @@ def test_streamed_metrics_equal_direct_metrics(run_dir, data, restored):
   assert r["dataset"]["truncated_games"] == int((mask.sum(1) == config.data.max_len).sum())
   expected_first = _first_errors(logits, states, mask)
   assert r["first_error_steps"] == expected_first
+  ce = np.asarray(metrics.per_label(jnp.asarray(logits), jnp.asarray(states))[0]).sum(-1)
+  game_loss = (ce * mask).sum(1) / (labels.NUM_LABELS * mask.sum(1))
+  np.testing.assert_allclose(r["game_loss"], game_loss, rtol=1e-5)
+  assert r["max_game_loss"] == max(r["game_loss"])
   assert len(r["boards"]) == min(3, sum(s >= 0 for s in expected_first))
   _check_boards(r, out, expected_first)
 
@@ -278,3 +284,134 @@ def test_a_second_evaluation_keeps_the_first_results(run_dir, data, restored):
   assert "| first | " in (out / "first.md").read_text()
   assert "| second | " not in (out / "first.md").read_text()
   assert json.loads((out / "first.json").read_text())["games"] == 10
+
+
+# ------------------------------------------------------------------------------------------------
+# Long games: scoring beyond the training cut, strata, the gallery page
+
+
+def _flags_from_labels(moves, states):
+  """capture, king_move, promotion and castling_lost of every step, read off the label rows
+  and move ids alone (an oracle independent of `strata.game_flags`'s python-chess replay)."""
+  t = len(moves)
+  out = np.zeros((t, 4), bool)
+  for i in range(1, t):
+    uci = encoding.id_to_move(int(moves[i]))
+    frm = (8 - int(uci[1])) * 8 + "abcdefgh".index(uci[0])
+    to = (8 - int(uci[3])) * 8 + "abcdefgh".index(uci[2])
+    piece = int(states[i - 1, frm])
+    diagonal_pawn = piece in (1, 7) and uci[0] != uci[2]
+    out[i, 0] = states[i - 1, to] != 0 or diagonal_pawn  # Diagonal to an empty square: e.p.
+    out[i, 1] = piece in (6, 12)
+    out[i, 2] = len(uci) == 5
+    out[i, 3] = bool((states[i - 1, 65:69] > states[i, 65:69]).any())
+  return out
+
+
+def _random_game(rng, plies: int) -> list[str]:
+  board, ucis = chess.Board(), []
+  while len(ucis) < plies and not board.is_game_over():
+    moves = sorted(board.legal_moves, key=chess.Move.uci)
+    move = moves[rng.integers(len(moves))]
+    ucis.append(move.uci())
+    board.push(move)
+  return ucis
+
+
+def test_strata_flags_match_the_labels(data):
+  """`game_flags` against the labels: captures, king moves, promotions and lost castling rights
+  from the stored boards; checks and legal en passant from a board rebuilt from each label row."""
+  games = GameSource(data["real"], "test")
+  rng = np.random.default_rng(0)
+  random_games = [encoding.encode_game(_random_game(rng, 400)) for _ in range(3)]
+  seen = np.zeros(len(strata.STRATA), int)
+  real = [(games[i]["moves"], games[i]["states"]) for i in range(len(games))]
+  for moves, states in real + random_games:
+    flags = strata.game_flags(moves)
+    assert flags.shape == (len(moves), len(strata.NAMES))
+    np.testing.assert_array_equal(flags[:, [0, 2, 3, 4]], _flags_from_labels(moves, states))
+    for t in rng.choice(len(moves), size=min(8, len(moves)), replace=False):
+      board = chess.Board(encoding.labels_to_fen(states[t]))
+      assert flags[t, 1] == board.is_check()
+      assert flags[t, 5] == board.has_legal_en_passant()
+    np.testing.assert_array_equal(flags[1:, len(strata.STRATA) :], flags[:-1, : len(strata.STRATA)])
+    assert not flags[0, len(strata.STRATA) :].any()
+    seen += flags[:, : len(strata.STRATA)].sum(0)
+  assert (seen[:5] > 0).all()  # Captures, checks, king moves, promotions, lost rights all occur.
+
+
+def test_strata_of_an_evaluation(run_dir, data, restored):
+  """With one wrong step per game at a known ply, every stratum counts exactly its steps and
+  loses exactly the wrong steps that fall in it."""
+  err = lambda g: jnp.where(g % 3 == 0, 0, 1 + (g * 7) % 20)
+  r = evaluate.evaluate(
+    run_dir,
+    {"strata": (data["real"], "test")},
+    restored=restored,
+    boards=0,
+    logits_fn=_synthetic_logits(err, inf_game=-5),
+  )["strata"]
+  games = GameSource(data["real"], "test")
+  max_len = restored.config.data.max_len
+  acc = strata.StrataAccumulator()
+  for g in range(len(games)):
+    flags = strata.game_flags(games[g]["moves"])[:max_len]
+    exact = np.ones(len(flags), bool)
+    if int(err(g)):
+      exact[int(err(g))] = False
+    hits = np.broadcast_to(strata.GROUP_SIZES, (len(flags), len(strata.GROUP_SIZES))).copy()
+    hits[~exact, 0] -= 1  # Square a8 wrong.
+    acc.add(flags, exact, hits)
+  assert r["strata"] == acc.result()
+  assert r["strata"]["capture"]["steps"] > 0 and r["strata"]["capture"]["exact_state"] < 1
+  assert sum(r["exact_steps"]) == round(r["exact_state"] * r["steps"])
+  md = (run_dir / "eval" / "strata.md").read_text()
+  assert "## Hard steps (strata)" in md and "| strata | after_capture |" in md
+
+
+def test_scoring_beyond_the_training_cut(run_dir, data, restored):
+  """`max_len` above the training cut scores longer prefixes: the same numbers as the model's
+  logits on the games padded to that length, bins beyond the cut included."""
+  config, run, state = restored.config, restored.run, restored.state
+  longer = 2 * config.data.max_len
+  r = evaluate.evaluate(
+    run_dir, {"long": (data["real"], None)}, restored=restored, boards=0, max_len=longer
+  )["long"]
+  moves, states, mask = _padded_games(data["real"], "test", longer)
+  logits = np.asarray(run.predict(state["params"], state["model_state"], jnp.asarray(moves)))
+  want = metrics.state_metrics(logits, states, mask)
+  assert r["dataset"]["max_len"] == longer and r["steps"] == want["steps"]
+  assert r["dataset"]["truncated_games"] == int((mask.sum(1) == longer).sum())
+  assert len(r["bins"]["steps"]) > config.data.max_len // metrics.BIN_WIDTH
+  assert r["bins"]["steps"] == want["bins"]["steps"]
+  for key in ("exact_state", "labelwise"):
+    assert r[key] == pytest.approx(want[key], rel=1e-6, abs=1e-9), key
+    for got, expected in zip(r["bins"][key], want["bins"][key], strict=True):
+      assert got == (None if expected is None else pytest.approx(expected, rel=1e-6, abs=1e-9))
+
+
+def test_gallery_and_track_pages(run_dir, data, restored, monkeypatch, tmp_path):
+  r = evaluate.evaluate(
+    run_dir, {"g": (data["real"], None)}, restored=restored, boards=0, gallery=3
+  )["g"]
+  text = (run_dir / "eval" / "g_gallery.html").read_text()
+  views = json.loads(text.split("const GAMES = ", 1)[1].split(";\n", 1)[0])
+  assert len(views) == 3
+  games = GameSource(data["real"], "test")
+  lengths = np.minimum([len(games[g]["moves"]) for g in range(len(games))], 128)
+  scores = np.asarray(r["exact_steps"]) / lengths
+  assert [v["exact_state"] for v in views] == pytest.approx(sorted(scores)[:3])
+  for v in views:
+    assert len(v["true"]) == len(v["pred"]) == len(v["moves"]) == len(v["accuracy"])
+  # Self-contained: no resource loaded from elsewhere (game ids may be lichess URLs: data).
+  assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//|fetch\(|XMLHttpRequest""", text)
+
+  monkeypatch.setattr(workdir, "restore", lambda wd: restored)
+  out = tmp_path / "game.html"
+  argv = ["--workdir", str(run_dir), "--moves", " ".join(OPENING), "--html", str(out)]
+  assert track.main(argv) == 0
+  view = json.loads(out.read_text().split("const GAMES = ", 1)[1].split(";\n", 1)[0])[0]
+  steps = track.track(run_dir, OPENING, restored=restored)
+  assert view["moves"] == [None, *OPENING]
+  assert view["pred"] == [s["pred"].tolist() for s in steps]
+  assert view["first_wrong"] == next((s["step"] for s in steps if not s["exact"]), -1)
