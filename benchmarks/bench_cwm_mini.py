@@ -5,7 +5,8 @@ every main family and every ablation, several seeds, one protocol, resumable acr
         [--steps 3000] [--families transformer,slice,...] [--report-only]
 
 Data (built once under WORK/data; the master games are never copied into the repository):
-* train: parts 01 and 02 of `../shared/data/masters` (PGN Mentor master games), through
+* train: parts 01 and 02 of `../shared/data/masters` (master games from PGN Mentor's "Players"
+  collections), through
   `data_prep.process_pgn` with the paper's bucket rule and `--val-fraction 0.01` (about 1,000
   validation games, of which the first `--eval-batches` batches are scored during training);
 * real test: the first `--test-games` kept games of part 08, a file no run trains on;
@@ -16,8 +17,9 @@ Protocol (the same for every family): d128, batch `--batch-size` 32, games cut a
 256 steps in training and in evaluation (the scores are over the first 256 steps of each test game;
 the paper scores whole games), `--steps` steps, the family's Table 7 hyperparameters at d128
 (`configs/cwm.py`: lr, beta2, weight decay, cosine floor; ablations take their main family's) with
-the warmup scaled to the run (Table 7 warmup x steps / 310,944), dropout as the family has it,
-validation every `--eval-every` steps. Seeds: `--seeds` for the four main families of Table 8,
+the warmup scaled to the run (Table 7 warmup x steps / 310,944, the steps of the paper's
+four-epoch stage-2 runs at batch 128), dropout as the family has it, validation every
+`--eval-every` steps. Seeds: `--seeds` for the four main families of Table 8,
 `--ablation-seeds` for the three ablations of Tables 9-10. Each run trains on one core
 (`taskset`, one XLA thread); `--cores 0,1` runs two at a time. Runs are ordered seed-major
 (seed 0 of every family first), so a partial sweep is already a complete ranking for fewer seeds.
@@ -408,7 +410,8 @@ def tables_markdown(args, rows: list[dict], machine: str) -> str:
     "Table 7 d128 hyperparameters with the warmup scaled to the run. Train: master games parts "
     f"01-02; real test: first {args.test_games:,} games of part 08; random-uniform test: the "
     f"paper's seed-0 set, first {args.test_games:,} games. Ours: mean [min-max] over seeds; "
-    "paper: Walker & Lyons, Tables 8-10 (whole games, one epoch of 10M games and more).",
+    "paper: Walker & Lyons, Tables 8-10 (whole games, four epochs of about 10M games: 310,944 "
+    "steps of batch 128).",
     "",
   ]
   for split, title in (("real", "Held-out real games"), ("random", "Random-uniform games")):

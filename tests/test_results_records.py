@@ -1,0 +1,229 @@
+"""The results tables of the README and docs/ against their committed records in docs/results/.
+
+The language-model, atomic and reproduce-mini numbers come from runs whose files stay outside the
+repository; each record holds what the docs report, with its command, date and commit. These
+tests read the Markdown tables the docs point at and check that every number of ours they show is
+the one in the record, so a number edited on one side only fails here. Paper numbers beside ours
+are not checked here (they come from the papers' data files)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _record(name: str) -> dict:
+  return json.loads((REPO / "docs" / "results" / f"{name}.json").read_text())
+
+
+def _table(doc: str, header: str) -> dict[str, list[str]]:
+  """The one Markdown table of `doc` whose header row starts with `| header |`: its rows, first
+  cell -> the other cells."""
+  lines = (REPO / doc).read_text().splitlines()
+  starts = [i for i, line in enumerate(lines) if line.startswith(f"| {header} |")]
+  assert len(starts) == 1, f"{doc}: {len(starts)} tables start with {header!r}"
+  rows = {}
+  for line in lines[starts[0] + 2 :]:
+    if not line.startswith("|"):
+      break
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    rows[cells[0]] = cells[1:]
+  return rows
+
+
+def _numbers(cell: str) -> list[float]:
+  return [float(x.replace(",", "")) for x in NUMBER.findall(cell.replace("**", ""))]
+
+
+def _check(rows: dict[str, list[str]], expected: dict[str, list]) -> None:
+  """Each row's cells hold the expected numbers in order; None skips a number (the paper's)."""
+  assert set(rows) == set(expected), (sorted(rows), sorted(expected))
+  for label, cells in rows.items():
+    assert len(cells) == len(expected[label]), label
+    for cell, want in zip(cells, expected[label], strict=True):
+      want = want if isinstance(want, list) else [want]
+      if want == ["-"]:
+        assert cell.split(" / ")[0] == "-", (label, cell)
+        continue
+      got = _numbers(cell)
+      assert len(got) == len(want), (label, cell, want)
+      for g, w in zip(got, want, strict=True):
+        assert w is None or g == pytest.approx(w, abs=1e-9), (label, cell, want)
+
+
+def _ratio(a: float, b: float, shown: str) -> float:
+  """a / b rounded to the digits `shown` prints (a ratio the docs derive from two numbers)."""
+  digits = len(shown.split(".")[1].rstrip("x*")) if "." in shown else 0
+  return round(a / b, digits)
+
+
+LM_END = ("lgm", "r_precision", "other_lgm", "other_r_precision", "exm")
+
+
+def _lm_probe(run: dict, where: str) -> list:
+  """A Table 4/5/6 row's five "ours / paper" cells."""
+  return [[run[where][k], None] for k in LM_END]
+
+
+def _lgm_exm(run: dict, where: str) -> list | str:
+  """An "LgM / ExM" cell of ours, "-" for a task the run cannot take (no Start task for UCI)."""
+  return [run[where]["lgm"], run[where]["exm"]] if where in run else "-"
+
+
+def test_lm_train_s_tables():
+  record = _record("lm_train_s")
+  runs, rl = record["runs"], record["data"]["random_legal"]
+
+  def ppl(run: str) -> dict:
+    return runs[run]["perplexity"]
+
+  doc = "docs/lm.md"
+  gpt2 = {"UCI": "gpt2-uci", "UCI + RAP (p = 0.25)": "gpt2-rap", "UCI + AP": "gpt2-ap"}
+  _check(
+    _table(doc, "notation"),
+    {
+      label: [runs[r]["params"], [ppl(r)["dev"], None], [ppl(r)["test"], None]]
+      for label, r in gpt2.items()
+    },
+  )
+  end = {"UCI": "gpt2-uci", "UCI + RAP": "gpt2-rap", "UCI + AP": "gpt2-ap"}
+  _check(
+    _table(doc, "End squares (Table 5)"),
+    {label: _lm_probe(runs[r], "end") for label, r in end.items()}
+    | {"random legal": ["-"] * 4 + [[rl["end_actual_exm"], None]]},
+  )
+  _check(
+    _table(doc, "Start squares (Table 4)"),
+    {label: _lm_probe(runs[r], "start") for label, r in end.items() if r != "gpt2-uci"}
+    | {"random legal": ["-"] * 4 + [[rl["start_actual_exm"], None]]},
+  )
+  table6 = {
+    "GPT-2 micro": "gpt2-uci",
+    "GPT-2 (w = 50) micro": "gpt2w50-uci",
+    "Reformer micro": "reformer-uci",
+    "Performer micro": "performer-uci",
+    "LSTM micro": "lstm-uci",
+    "LSTM micro + RAP": "lstm-rap",
+  }
+  _check(
+    _table(doc, "model (Train-S)"),
+    {
+      label: [runs[r]["params"], [ppl(r)["dev"], ppl(r)["test"]]] + _lm_probe(runs[r], "end")
+      for label, r in table6.items()
+    }
+    | {"random legal": ["-"] * 6 + [[rl["end_actual_exm"], None]]},
+  )
+
+
+def test_lm_rap_ap_and_backbone_tables():
+  runs = _record("lm_train_s")["runs"]
+  doc = "docs/lm.md"
+  rows = _table(doc, "backbone")
+  expected = {}
+  for label, uci, rap in (
+    ("GPT-2 micro (868,736 parameters)", "gpt2-uci", "gpt2-rap"),
+    ("Gated DeltaNet (875,001)", "gdn-uci", "gdn-rap"),
+  ):
+    a, b = runs[uci]["perplexity"]["dev"], runs[rap]["perplexity"]["dev"]
+    roles = runs[rap]["token_roles"]
+    m_from, m_to = roles["piece_mass_before_from"], roles["piece_mass_before_to"]
+    expected[label] = [a, b, _ratio(b, a, rows[label][2]), m_from, m_to]
+    expected[label].append(_ratio(m_from, m_to, rows[label][5]))
+  _check(rows, expected)
+
+  cols = ("gdn-uci", "gdn-rap", "gdn-ap", "gpt2-ap")
+  _check(
+    _table(doc, "Gated DeltaNet (875,001 parameters)"),
+    {
+      "dev perplexity (per move)": [runs[r]["perplexity"]["dev"] for r in cols] + [None],
+      "test perplexity": [runs[r]["perplexity"]["test"] for r in cols] + [None],
+      "End-Actual LgM / ExM": [_lgm_exm(runs[r], "end") for r in cols] + [[None, None]],
+      "End-Other LgM": [runs[r]["end"]["other_lgm"] for r in cols] + [None],
+      "Start-Actual LgM / ExM": [_lgm_exm(runs[r], "start") for r in cols] + [[None, None]],
+    },
+  )
+
+  backbones = {
+    "Transformer (GPT-2 micro)": "gpt2-uci",
+    "SLiCE": "slice-uci",
+    "Gated DeltaNet (negative eigenvalues)": "gdn-uci",
+    "Mamba-3": "mamba3-uci",
+  }
+  probes = ("all_squares", "non_empty", "changed")
+  _check(
+    _table(doc, "backbone (UCI)"),
+    {
+      label: [
+        runs[r]["params"],
+        [runs[r]["perplexity"]["dev"], runs[r]["perplexity"]["test"]],
+        _lgm_exm(runs[r], "end"),
+        runs[r]["end"]["other_lgm"],
+      ]
+      + [runs[r]["linear_probe"][p] for p in probes]
+      + [runs[r]["train_wall_min"]]
+      for label, r in backbones.items()
+    },
+  )
+
+
+def _atomic_row(picker: dict, diff: bool) -> list:
+  row = []
+  for rules in ("chess", "atomic"):
+    r = picker[rules]
+    row += [[r["mean_win_loss"], *r["ci95"]], r["blunder_pct"], r["best_pct"]]
+  if diff:
+    row.append(round(picker["atomic"]["mean_win_loss"] - picker["chess"]["mean_win_loss"], 1))
+  return row
+
+
+def test_atomic_tables():
+  experiments = _record("atomic")["experiments"]
+  pickers = experiments["prior_conflict"]["pickers"]
+  labels = {
+    "Stockfish 15.1 depth 12, chess rules": "stockfish_d12_chess",
+    "GPT-2 micro UCI LM (master games)": "gpt2_micro_lm",
+    "random legal move": "random",
+    "Fairy-Stockfish depth 4, atomic rules": "fairy_stockfish_d4_atomic",
+  }
+  _check(
+    _table("docs/atomic.md", "move-picker | chess: mean Win% loss [95% CI]"),
+    {label: _atomic_row(pickers[p], diff=True) for label, p in labels.items()},
+  )
+  pickers = experiments["depth12"]["pickers"]
+  labels = {
+    "Stockfish 15.1 depth 12, standard rules": "stockfish_d12_chess",
+    "Stockfish 15.1 depth 4, standard rules": "stockfish_d4_chess",
+    "Fairy-Stockfish depth 4, atomic rules": "fairy_stockfish_d4_atomic",
+    "uniformly random legal move": "random",
+  }
+  _check(
+    _table("docs/atomic.md", "move-picker | standard: mean Win% loss [95% CI]"),
+    {label: _atomic_row(pickers[p], diff=False) for label, p in labels.items()},
+  )
+
+
+@pytest.mark.parametrize("doc", ["docs/world_model.md", "README.md"])
+def test_reproduce_mini_table_and_time(doc):
+  record = _record("reproduce_mini")
+  names = {"Transformer": "transformer", "SLiCE": "slice"}
+  lines = (REPO / doc).read_text().splitlines()
+  header = "| Model | Size | Split | Loss | Labelwise (%) | ExactState (%) | Trajectory (%) |"
+  assert lines.count(header) == 1
+  seen = 0
+  for line in lines[lines.index(header) + 2 :]:
+    if not line.startswith("|"):
+      break
+    model, size, split, *cells = (c.strip() for c in line.strip("|").split("|"))
+    ours = record["table8"].get(names[model], {}).get(size, {}).get(split)
+    metrics = ("loss", "labelwise", "exact_state", "trajectory")
+    for cell, metric in zip(cells, metrics, strict=True):
+      shown = cell.split(" / ")[0]
+      assert shown == "-" if ours is None else float(shown) == ours[metric], (line, metric)
+    seen += 1
+  assert seen >= 3
+  minutes, seconds = divmod(record["wall_s"], 60)
+  assert f"{minutes} min {seconds} s" in " ".join((REPO / doc).read_text().split())
