@@ -147,7 +147,8 @@ def evaluate_split(
   (default: the training config's `data.max_len`; a larger one scores beyond the trained length).
   Returns the `metrics.Accumulator` result with `dataset`, `checkpoint_step`, timing,
   `first_error_steps` (int per game, -1 when never wrong), `exact_steps` (exact steps per game),
-  `game_loss` (each game's loss: its mean per-label cross-entropy) and its maximum,
+  `game_loss` (each game's loss: its mean per-label cross-entropy) and its maximum, `per_ply`
+  (steps scored, exact steps and right labels at each step t, for curves at any resolution),
   `strata` (`chessjax.world_model.strata`) and `failures` (game index -> (first wrong step,
   predicted labels there), not JSON).
   """
@@ -180,6 +181,7 @@ def evaluate_split(
   first_steps = np.full(num_games, -2, dtype=np.int64)  # -2: not seen yet.
   exact_steps = np.zeros(num_games, dtype=np.int64)
   game_loss = np.zeros(num_games, dtype=np.float64)
+  ply = {k: np.zeros(int(scored.max()), np.int64) for k in ("steps", "exact", "correct")}
   failures: dict[int, tuple[int, np.ndarray]] = {}
 
   def consume(out):
@@ -197,9 +199,13 @@ def evaluate_split(
       if g < 0:
         continue
       game_loss[g] = ce / (labels.NUM_LABELS * scored[g])
-      hits = hits[: scored[g]]
+      n = scored[g]
+      hits = hits[:n]
       exact = (hits == strata.GROUP_SIZES).all(-1)
       exact_steps[g] = exact.sum()
+      ply["steps"][:n] += 1
+      ply["exact"][:n] += exact
+      ply["correct"][:n] += hits.sum(-1, dtype=np.int64)
       by_stratum.add(flags[g][: scored[g]], exact, hits)
       if first == INT32_MAX:
         first_steps[g] = -1
@@ -241,6 +247,7 @@ def evaluate_split(
     first_error_steps=first_steps.tolist(),
     exact_steps=exact_steps.tolist(),
     game_loss=game_loss.tolist(),
+    per_ply={k: v.tolist() for k, v in ply.items()},
     max_game_loss=float(game_loss.max()),
     strata=by_stratum.result(),
     failures=failures,

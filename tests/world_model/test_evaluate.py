@@ -384,6 +384,12 @@ def test_scoring_beyond_the_training_cut(run_dir, data, restored):
   assert r["dataset"]["truncated_games"] == int((mask.sum(1) == longer).sum())
   assert len(r["bins"]["steps"]) > config.data.max_len // metrics.BIN_WIDTH
   assert r["bins"]["steps"] == want["bins"]["steps"]
+  assert r["per_ply"]["steps"] == mask.sum(0)[: max(np.nonzero(mask.sum(0))[0]) + 1].tolist()
+  bins = np.add.reduceat(r["per_ply"]["exact"], np.arange(0, len(r["per_ply"]["exact"]), 20))
+  k = len(bins)  # Bins past the longest game (padding of the last bucket) hold no step.
+  assert not any(r["bins"]["steps"][k:])
+  want_bins = [np.nan if x is None else x for x in r["bins"]["exact_state"][:k]]
+  np.testing.assert_allclose(bins / np.asarray(r["bins"]["steps"][:k]), want_bins)
   for key in ("exact_state", "labelwise"):
     assert r[key] == pytest.approx(want[key], rel=1e-6, abs=1e-9), key
     for got, expected in zip(r["bins"][key], want["bins"][key], strict=True):
