@@ -33,6 +33,21 @@ everything from scratch); `--update-record` writes this report's tables.json bac
 Wall and CPU time of every segment go to the run's `bench.json`; a segment killed by the end of a
 session is counted by its wall time up to the run's last log line, its CPU time as unknown.
 
+Long games: `--eval-max-len N` scores each test game's first N steps instead of `--max-len`
+(1,024 covers every game of both test sets: the longest random-uniform game has 708 steps, the
+longest real one 324), and `--gallery N` writes each split's N worst-tracked games as a page
+(`eval/NAME_gallery.html`). The length-generalisation protocol trains on 128 steps and scores
+whole games:
+
+    python -m benchmarks.bench_cwm_mini --max-len 128 --eval-max-len 1024 --tag _L128 \
+        --seeds 0 --ablation-seeds 0 --record docs/results/bench_cwm_long.json
+
+and tables.md then also has, per run and split, ExactState before and beyond the training length,
+the ply where it falls to half its value at the training length, the first wrong ply's quartiles,
+the largest per-game loss, and the strata (ExactState on captures, checks, king moves, promotions,
+lost castling rights, en passant and the steps after); `WORK/length.png` draws ExactState and
+Labelwise against ply (20-ply bins anchored at the training length).
+
 Output: `WORK/tables.md` and `WORK/tables.json` (Table 8 layout: mean and min-max over seeds beside
 the paper's d128 row; the ablation pairs on both splits; seed by seed, in how many seeds each
 recurrent family beats the Transformer and each ablation is worse than its main family, per split
@@ -51,6 +66,8 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 from benchmarks.bench_vs_reference_train import pinned_env
 from benchmarks.machine import cpu_model
 from chessjax.files import write_json, write_text
@@ -62,6 +79,7 @@ PAPER_STEPS = 310_944  # configs/cwm.py STEPS_4_EPOCHS: the horizon of the paper
 MAIN = ("transformer", "slice", "gated_deltanet", "mamba3")
 ABLATIONS = {"slice_diag": "slice", "gated_deltanet_pos": "gated_deltanet", "mamba2": "mamba3"}
 METRICS = ("loss", "labelwise", "exact_state", "trajectory")
+BIN = 20  # Plies per bin of the long-game curves
 SPLITS = ("real", "random")
 
 
@@ -87,7 +105,14 @@ def parse_args(argv=None):
   ap.add_argument("--ablation-seeds", default="0,1", help="seeds of the ablations")
   ap.add_argument("--steps", type=int, default=3000)
   ap.add_argument("--batch-size", type=int, default=32)
-  ap.add_argument("--max-len", type=int, default=256)
+  ap.add_argument("--max-len", type=int, default=256, help="steps per game in training")
+  ap.add_argument(
+    "--eval-max-len",
+    type=int,
+    default=None,
+    help="steps scored per test game (default: --max-len; more scores beyond the trained length)",
+  )
+  ap.add_argument("--gallery", type=int, default=0, help="page of the N worst games per split")
   ap.add_argument("--eval-every", type=int, default=250)
   ap.add_argument("--eval-batches", type=int, default=10)
   ap.add_argument("--test-games", type=int, default=10_000)
@@ -108,7 +133,7 @@ def recorded(args) -> dict[tuple[str, int], dict]:
   if not args.record or not Path(args.record).exists():
     return {}
   record = json.loads(Path(args.record).read_text())
-  keys = ("steps", "batch_size", "max_len", "test_games", "tag")
+  keys = ("steps", "batch_size", "max_len", "test_games", "tag", "eval_max_len")
   if any(record["args"].get(k) != getattr(args, k) for k in keys):
     print(f"record {args.record}: another protocol, not used", flush=True)
     return {}
@@ -199,7 +224,8 @@ def eval_command(args, data: dict, workdir: Path) -> list[str]:
   return [
     sys.executable, "-m", "chessjax.world_model.evaluate", "--workdir", str(workdir),
     "--data", f"real={data['real']}:test", f"random={data['random']}:test",
-    "--max-games", str(args.test_games), "--boards", "0",
+    "--max-games", str(args.test_games), "--boards", "0", "--gallery", str(args.gallery),
+    *(["--max-len", str(args.eval_max_len)] if args.eval_max_len else []),
   ]  # fmt: skip
 
 
@@ -319,6 +345,8 @@ def collect(args, work: Path) -> list[dict]:
       r = json.loads((workdir / "eval" / f"{split}.json").read_text())
       row[split] = {m: r[m] for m in METRICS}
       row[split]["games"] = r["dataset"]["games"]
+      if "per_ply" in r:  # Evaluations with the long-game outputs.
+        row[split]["long"] = long_game_summary(r, args.max_len)
     summary = json.loads((workdir / "train_summary.json").read_text())
     row["params"], row["bad_batches"] = summary["params"], summary["bad_batches"]
     segs = _bench_record(workdir)["segments"]
@@ -330,6 +358,61 @@ def collect(args, work: Path) -> list[dict]:
     row["curve"] = validation_curve(workdir)
     rows.append(row)
   return rows
+
+
+def long_game_summary(r: dict, trained: int) -> dict:
+  """What the long-game tables need of one evaluation (`evaluate`'s NAME.json): ExactState and
+  Labelwise per 20-ply bin anchored at the training length (bins [trained + 20k, trained +
+  20(k+1)), the first one clipped at ply 0), the first wrong ply of every game, per-game losses,
+  the strata and the truncation."""
+  ply = {k: np.asarray(v, dtype=np.float64) for k, v in r["per_ply"].items()}
+  edges = sorted({0, *range(trained % BIN, len(ply["steps"]), BIN)})
+  starts, steps, exact, labelwise = [], [], [], []
+  for a, b in zip(edges, [*edges[1:], len(ply["steps"])], strict=True):
+    n = ply["steps"][a:b].sum()
+    if n:
+      starts.append(a)
+      steps.append(int(n))
+      exact.append(float(ply["exact"][a:b].sum() / n))
+      labelwise.append(float(ply["correct"][a:b].sum() / (75 * n)))
+  first = np.asarray(r["first_error_steps"])
+  failed = first[first >= 0]
+  within = ply["steps"][:trained].sum()
+  beyond = ply["steps"][trained:].sum()
+  return {
+    "scored_max_len": r["dataset"]["max_len"],
+    "truncated_games": r["dataset"]["truncated_games"],
+    "bins": {"start": starts, "steps": steps, "exact_state": exact, "labelwise": labelwise},
+    "exact_within": float(ply["exact"][:trained].sum() / within) if within else None,
+    "exact_beyond": float(ply["exact"][trained:].sum() / beyond) if beyond else None,
+    "steps_beyond": int(beyond),
+    "first_wrong": {
+      "games": len(first),
+      "never": int((first < 0).sum()),
+      "quartiles": [float(q) for q in np.percentile(failed, [25, 50, 75])] if len(failed) else None,
+      "histogram_bins_of_20": np.bincount(failed // BIN).astype(int).tolist(),
+    },
+    "max_game_loss": r["max_game_loss"],
+    "median_game_loss": float(np.median(r["game_loss"])),
+    "strata": {
+      name: {"steps": v["steps"], "exact_state": v["exact_state"]}
+      for name, v in r["strata"].items()
+    },
+  }
+
+
+def half_value_ply(long: dict, trained: int, min_steps: int = 100) -> int | None:
+  """The first bin start at or beyond the training length whose ExactState is below half the
+  ExactState of the last bin before it ([trained - 20, trained)); None when none falls that far
+  (bins with fewer than `min_steps` steps are too noisy to count)."""
+  b = long["bins"]
+  before = [e for s, e in zip(b["start"], b["exact_state"], strict=True) if s == trained - BIN]
+  if not before or before[0] == 0:
+    return None
+  for start, n, e in zip(b["start"], b["steps"], b["exact_state"], strict=True):
+    if start >= trained and n >= min_steps and e < before[0] / 2:
+      return start
+  return None
 
 
 def _pct(x: float) -> float:
@@ -406,7 +489,8 @@ def tables_markdown(args, rows: list[dict], machine: str) -> str:
     "# Chess-World-Model d128 ranking at CPU scale",
     "",
     f"`python -m benchmarks.bench_cwm_mini` on {machine}. d128, batch {args.batch_size}, "
-    f"{args.steps} steps, games cut at {args.max_len} steps (training and scoring), the paper's "
+    f"{args.steps} steps, games cut at {args.max_len} steps in training and at "
+    f"{args.eval_max_len or args.max_len} in scoring, the paper's "
     "Table 7 d128 hyperparameters with the warmup scaled to the run. Train: master games parts "
     f"01-02; real test: first {args.test_games:,} games of part 08; random-uniform test: the "
     f"paper's seed-0 set, first {args.test_games:,} games. Ours: mean [min-max] over seeds; "
@@ -477,6 +561,104 @@ def tables_markdown(args, rows: list[dict], machine: str) -> str:
   return "\n".join(lines) + "\n"
 
 
+def long_tables_markdown(args, rows: list[dict]) -> str:
+  """The long-game sections: length generalisation and strata, per family and split (runs whose
+  evaluation has the long-game outputs; one line per run)."""
+  rows = [r for r in rows if all("long" in r[split] for split in SPLITS)]
+  if not rows:
+    return ""
+  trained = args.max_len
+  scored = rows[0]["real"]["long"]["scored_max_len"]
+  lines = [
+    f"## Length generalisation: trained on {trained} steps, scored to {scored}",
+    "",
+    f"ExactState % on the steps before ply {trained} and from it on; at the training length: the "
+    f"20 plies before it; half: the first 20-ply bin from ply {trained} on whose ExactState is "
+    "below half that (bins of at least 100 steps; '-': none); the first wrong ply of each game "
+    "(quartiles; games never wrong); the largest and the median per-game loss (mean "
+    f"cross-entropy of a game). Games longer than {scored} steps are cut (count per split).",
+    "",
+    "| run | split | within % | beyond % (steps) | at training length % | half at ply | "
+    "first wrong ply q25/q50/q75 | never wrong | max game loss | median game loss | cut |",
+    "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+  ]
+  for row in rows:
+    for split in SPLITS:
+      g = row[split]["long"]
+      at = [e for st, e in zip(g["bins"]["start"], g["bins"]["exact_state"], strict=True)
+            if st == trained - BIN]  # fmt: skip
+      half = half_value_ply(g, trained)
+      q = g["first_wrong"]["quartiles"]
+      beyond = "-" if g["exact_beyond"] is None else f"{100 * g['exact_beyond']:.2f}"
+      lines.append(
+        f"| {row['family']}_s{row['seed']} | {split} | {100 * g['exact_within']:.2f} | "
+        f"{beyond} ({g['steps_beyond']:,}) | {100 * at[0]:.2f} | "
+        f"{'-' if half is None else half} | "
+        f"{'-' if q is None else '/'.join(f'{x:g}' for x in q)} | "
+        f"{g['first_wrong']['never']} | {g['max_game_loss']:.4g} | {g['median_game_loss']:.4g} | "
+        f"{g['truncated_games']} |"
+      )
+  names = list(rows[0]["real"]["long"]["strata"])
+  lines += [
+    "",
+    "## Strata: ExactState % on the hard steps (minus the run's overall ExactState)",
+    "",
+    "Steps where ply t captures, gives check (the side to move is in check), moves the king, "
+    "promotes, loses a castling right, or leaves a legal en-passant capture; `after_`: the step "
+    "right after (`chessjax.world_model.strata`).",
+    "",
+    "| run | split | overall | " + " | ".join(names) + " |",
+    "|---|---|---:|" + "---:|" * len(names),
+  ]
+  for row in rows:
+    for split in SPLITS:
+      overall = 100 * row[split]["exact_state"]
+      cells = []
+      for name in names:
+        st = row[split]["long"]["strata"][name]
+        e = st["exact_state"]
+        cells.append("-" if e is None else f"{100 * e:.2f} ({100 * e - overall:+.2f})")
+      lines.append(
+        f"| {row['family']}_s{row['seed']} | {split} | {overall:.2f} | " + " | ".join(cells) + " |"
+      )
+  return "\n".join(lines) + "\n"
+
+
+def length_png(args, rows: list[dict], path: Path) -> None:
+  """ExactState and Labelwise against ply (20-ply bins), both splits, one line per run, the
+  training length marked."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  rows = [r for r in rows if all("long" in r[split] for split in SPLITS)]
+  if not rows:
+    return
+  colors = {f: plt.cm.tab10(i) for i, f in enumerate((*MAIN, *ABLATIONS))}
+  fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex="col")
+  for j, split in enumerate(SPLITS):
+    for i, metric in enumerate(("exact_state", "labelwise")):
+      ax = axes[i, j]
+      for row in rows:
+        b = row[split]["long"]["bins"]
+        x = [st + BIN / 2 for st in b["start"]]
+        style = "-" if row["family"] in MAIN else "--"
+        y = [100 * v for v in b[metric]]
+        ax.plot(x, y, style, color=colors[row["family"]], lw=1.4, label=row["family"])
+      ax.axvline(args.max_len, color="k", lw=0.8, ls=":")
+      ax.set_title(f"{split}: {'ExactState' if i == 0 else 'Labelwise'} % per 20 plies")
+      if i == 1:
+        ax.set_xlabel("ply")
+  axes[0, 0].legend(fontsize=7)
+  fig.suptitle(f"trained on {args.max_len} steps (dotted line), scored on whole games")
+  fig.tight_layout()
+  tmp = path.with_name(path.name + ".tmp.png")
+  fig.savefig(tmp, dpi=100)
+  plt.close(fig)
+  os.replace(tmp, path)
+
+
 def curves_png(rows: list[dict], path: Path) -> None:
   import matplotlib
 
@@ -517,9 +699,11 @@ def report(args, work: Path) -> None:
   if not rows:
     print("no evaluated run yet")
     return
-  write_text(work / "tables.md", tables_markdown(args, rows, machine_line()))
+  text = tables_markdown(args, rows, machine_line()) + long_tables_markdown(args, rows)
+  write_text(work / "tables.md", text)
   write_json(work / "tables.json", {"args": vars(args), "runs": rows, "summary": summarize(rows)})
   curves_png(rows, work / "curves.png")
+  length_png(args, rows, work / "length.png")
   print(f"wrote {work / 'tables.md'}, tables.json, curves.png ({len(rows)} runs)")
   if args.update_record:  # The protocol, not this machine's paths.
     protocol = {k: v for k, v in vars(args).items() if k not in ("work", "masters", "record")}

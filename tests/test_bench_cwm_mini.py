@@ -3,6 +3,8 @@ trained again and enter the tables; a record of another protocol is ignored."""
 
 import json
 
+import pytest
+
 from benchmarks import bench_cwm_mini as bench
 from benchmarks.machine import cpu_model
 
@@ -69,3 +71,64 @@ def test_paired_counts_seeds_where_one_family_beats_another():
   assert bench.paired(rows, "transformer", "slice", "real", "loss")[2] == 0
   lines = bench._paired_table(rows, [("transformer", "mamba3")], "## t", "better")
   assert "| mamba3 vs transformer | real | better in 1/2, -0.0750 |" in "\n".join(lines)
+
+
+def _long_eval(exact_by_ply, steps_by_ply, first_errors, game_loss):
+  """An evaluation's long-game outputs (`chessjax.world_model.evaluate`) from per-ply counts."""
+  n = len(steps_by_ply)
+  stratum = {"steps": 4, "exact_state": 0.5, "groups": {}}
+  return {
+    "per_ply": {
+      "steps": steps_by_ply,
+      "exact": exact_by_ply,
+      "correct": [75 * s for s in steps_by_ply],
+    },
+    "dataset": {"max_len": n, "truncated_games": 0},
+    "first_error_steps": first_errors,
+    "game_loss": game_loss,
+    "max_game_loss": max(game_loss),
+    "strata": {"capture": stratum, "after_capture": {"steps": 0, "exact_state": None}},
+  }
+
+
+def test_long_game_summary_bins_at_the_training_length_and_finds_the_half():
+  """Bins anchored at the training length (the first one clipped at ply 0); the half-value ply is
+  the first bin from the training length on below half the last bin before it."""
+  trained, n = 50, 130
+  steps = [200] * n
+  exact = [200 if t < trained else (150 if t < 90 else 40) for t in range(n)]  # 100%, 75%, 20%
+  r = _long_eval(exact, steps, [-1, 95, 60, 100], [0.1, 0.2, 3.0, 0.4])
+  long = bench.long_game_summary(r, trained)
+  assert long["bins"]["start"] == [0, 10, 30, 50, 70, 90, 110]
+  assert long["bins"]["steps"] == [2000, 4000, 4000, 4000, 4000, 4000, 4000]
+  assert long["bins"]["exact_state"] == [1.0, 1.0, 1.0, 0.75, 0.75, 0.2, 0.2]
+  assert long["exact_within"] == 1.0 and long["steps_beyond"] == 80 * 200
+  assert long["exact_beyond"] == (40 * 150 + 40 * 40) / (80 * 200)
+  assert long["first_wrong"]["never"] == 1 and long["first_wrong"]["quartiles"][1] == 95
+  assert long["max_game_loss"] == 3.0 and long["median_game_loss"] == pytest.approx(0.3)
+  assert bench.half_value_ply(long, trained) == 90
+  assert bench.half_value_ply(long, trained, min_steps=5000) is None  # Too few steps per bin.
+
+
+def test_long_tables_and_figure(tmp_path):
+  args = bench.parse_args(["--work", str(tmp_path), "--max-len", "50", "--eval-max-len", "130"])
+  steps = [10] * 130
+  rows = []
+  for family in ("transformer", "slice"):
+    row = {"family": family, "seed": 0}
+    for split in bench.SPLITS:
+      r = _long_eval([10] * 130, steps, [-1, 3], [0.5, 0.25])
+      row[split] = {"exact_state": 1.0, "long": bench.long_game_summary(r, 50)}
+    rows.append(row)
+  text = bench.long_tables_markdown(args, rows)
+  assert "trained on 50 steps, scored to 130" in text
+  assert (
+    "| transformer_s0 | real | 100.00 | 100.00 (800) | 100.00 | - | 3/3/3 | 1 | 0.5 | 0.375 | 0 |"
+    in text
+  )
+  assert "| slice_s0 | random | 100.00 | 50.00 (-50.00) | - |" in text
+  bench.length_png(args, rows, tmp_path / "length.png")
+  assert (tmp_path / "length.png").read_bytes()[:4] == b"\x89PNG"
+  assert (
+    bench.long_tables_markdown(args, [{"family": "x", "seed": 0, "real": {}, "random": {}}]) == ""
+  )
