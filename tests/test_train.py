@@ -19,6 +19,7 @@ from chessjax import evaluation, optim, train, workdir
 from chessjax.data import pipeline
 from chessjax.data.rows import GameRows
 from chessjax.models import FAMILIES, SIZES, abstract_model, count_params
+from chessjax.world_model import grid
 from configs import cwm
 
 FAMILY = "gated_deltanet"  # Test family: small and quick to compile at smoke size.
@@ -64,8 +65,8 @@ def test_every_config_locks_and_builds(family):
     model = abstract_model(family, size, **config.model.to_dict())
     assert count_params(model) > 1_000_000
     json.dumps(config.to_dict())
-  main = cwm.MAIN_FAMILY[family]
-  assert cwm.get_config(f"family={family},size=d256").optim.lr == cwm.FINAL[main]["d256"][0]
+  main = grid.recipe_family(family)
+  assert cwm.get_config(f"family={family},size=d256").optim.lr == grid.FINAL[main]["d256"][0]
 
 
 def test_config_arg_errors():
