@@ -100,9 +100,7 @@ def demo_config(family: str, notation: str, data: Path, epochs: int):
 
 
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
-    prog="python -m launch.demo_lm", description=__doc__.split("\n")[0]
-  )
+  ap = argparse.ArgumentParser(prog="python -m launch.demo_lm", description=__doc__.split("\n")[0])
   ap.add_argument("--workdir", default="runs/demo_lm")
   ap.add_argument("--family", default="slice")
   ap.add_argument("--epochs", type=int, default=2)
