@@ -16,18 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from absl import flags
+from ml_collections import config_flags
+
+from chessjax.world_model.grid import FINAL, SIZES
+from configs import cwm  # Not installed: the repository root is on pytest's pythonpath.
+from launch import sweep
 
 REPO = Path(__file__).resolve().parents[1]
-# `launch` and `configs` are not installed packages; they import from the repository root.
-if str(REPO) not in sys.path:
-  sys.path.insert(0, str(REPO))
-
-from absl import flags  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
-
-from chessjax.world_model.grid import FINAL, SIZES  # noqa: E402
-from configs import cwm  # noqa: E402
-from launch import sweep  # noqa: E402
 
 TPU = REPO / "launch" / "tpu_vm.sh"
 GPU = REPO / "launch" / "gpu_host.sh"

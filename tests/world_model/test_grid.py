@@ -4,7 +4,6 @@ which, or ablates which, is said by the family's own module: a new ablation is o
 import sys
 
 import pytest
-from conftest import REPO
 
 from benchmarks import bench_cwm_mini
 from chessjax.models import FAMILIES, LM_FAMILIES, family_module, sizes
@@ -87,7 +86,6 @@ def ablation_module(tmp_path, monkeypatch):
   (tmp_path / "lab" / "__init__.py").write_text("")
   (tmp_path / "lab" / "slice_narrow.py").write_text(ABLATION_MODULE)
   monkeypatch.syspath_prepend(str(tmp_path))
-  monkeypatch.syspath_prepend(str(REPO))
   yield ABLATION
   for name in (ABLATION, "lab", "examples.diagonal_recurrence"):
     sys.modules.pop(name, None)
