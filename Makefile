@@ -120,10 +120,10 @@ $(FAIRY): $(PYFFISH_SDIST)
 	echo "engines: $@ ($$name)"
 
 demo: $(STAMP)
-	$(BIN)/python -m chessjax.world_model.demo --workdir $(WORK)
+	$(BIN)/python -m launch.demo_world_model --workdir $(WORK)
 
 demo-lm: $(STAMP)
-	$(BIN)/python -m chessjax.lm.demo --workdir runs/demo_lm
+	$(BIN)/python -m launch.demo_lm --workdir runs/demo_lm
 
 # The paper's pipeline at toy scale (stage 1, collect, stage 2, select, evaluate, report) on a CPU.
 reproduce-mini: $(STAMP)

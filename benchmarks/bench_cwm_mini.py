@@ -16,11 +16,10 @@ Data (built once under WORK/data; the master games are never copied into the rep
 Protocol (the same for every family): d128, batch `--batch-size` 32, games cut at `--max-len`
 256 steps in training and in evaluation (the scores are over the first 256 steps of each test game;
 the paper scores whole games), `--steps` steps, the family's Table 7 hyperparameters at d128
-(`configs/cwm.py`: lr, beta2, weight decay, cosine floor; ablations take their main family's) with
-the warmup scaled to the run (Table 7 warmup x steps / 310,944, the steps of the paper's
-four-epoch stage-2 runs at batch 128), dropout as the family has it, validation every
-`--eval-every` steps. Seeds: `--seeds` for the four main families of Table 8,
-`--ablation-seeds` for the three ablations of Tables 9-10. Each run trains on one core
+(`chessjax.world_model.grid`: lr, beta2, weight decay, cosine floor; ablations take their main
+family's) with the warmup scaled to the run (Table 7 warmup x steps / 310,944, the steps of the
+paper's four-epoch stage-2 runs at batch 128), dropout as the family has it, validation every
+`--eval-every` steps. Seeds: `--seeds` for the four main families of Table 8, `--ablation-seeds` for the three ablations of Tables 9-10. Each run trains on one core
 (`taskset`, one XLA thread); `--cores 0,1` runs two at a time. Runs are ordered seed-major
 (seed 0 of every family first), so a partial sweep is already a complete ranking for fewer seeds.
 
@@ -71,13 +70,16 @@ import numpy as np
 from benchmarks.bench_vs_reference_train import pinned_env
 from benchmarks.machine import cpu_model
 from chessjax.files import write_json, write_text
+from chessjax.models import FAMILIES
+from chessjax.world_model import grid
 
 REPO = Path(__file__).resolve().parents[1]
 MASTERS = REPO.parent / "shared" / "data" / "masters"
 RECORD = REPO / "docs" / "results" / "bench_cwm_mini.json"
-PAPER_STEPS = 310_944  # configs/cwm.py STEPS_4_EPOCHS: the horizon of the paper's warmups
-MAIN = ("transformer", "slice", "gated_deltanet", "mamba3")
-ABLATIONS = {"slice_diag": "slice", "gated_deltanet_pos": "gated_deltanet", "mamba2": "mamba3"}
+# The grid's families in the registry's order (the README's d128 table: Gated DeltaNet before
+# Mamba-3), each ablation with its main family.
+MAIN = tuple(f for f in FAMILIES if f in grid.MAIN)
+ABLATIONS = grid.ABLATIONS
 METRICS = ("loss", "labelwise", "exact_state", "trajectory")
 BIN = 20  # Plies per bin of the long-game curves
 SPLITS = ("real", "random")
@@ -199,10 +201,9 @@ def run_dir(work: Path, family: str, seed: int, tag: str) -> Path:
 
 
 def warmup(family: str, steps: int) -> int:
-  from configs import cwm
-
-  paper = cwm.FINAL[cwm.MAIN_FAMILY[family]]["d128"][1]
-  return max(1, round(paper * steps / PAPER_STEPS))
+  """Table 7's d128 warmup of the family, scaled from the paper's four epochs to `steps`."""
+  paper = grid.recipe(family, "d128").warmup_steps
+  return max(1, round(paper * steps / grid.STEPS_4_EPOCHS))
 
 
 def train_command(args, family: str, seed: int, data: dict, workdir: Path) -> list[str]:

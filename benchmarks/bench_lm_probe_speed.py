@@ -47,7 +47,7 @@ def main(argv=None) -> int:
   from chessjax.models import count_params
   from configs import lm
 
-  config = lm.get_config(f"model=gpt2,size={args.size},notation={args.notation}")
+  config = lm.get_config(f"family=gpt2,size={args.size},notation={args.notation}")
   _, state, run = train.build(config, total_steps=1)
   restored = workdir.Restored(config=config, run=run, state=state, step=0)
   sets = Path(args.sets)

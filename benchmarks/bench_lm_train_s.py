@@ -111,7 +111,7 @@ def prepare(args, work: Path) -> tuple[Path, Path]:
 
 def train_command(name: str, args, data: Path, run_dir: Path) -> list[str]:
   model, size, notation, overrides = RUNS[name]
-  arg = f"model={model},size={size},notation={notation},train=S"
+  arg = f"family={model},size={size},notation={notation},train=S"
   arg += "".join(f",model.{k}={v}" for k, v in overrides.items())
   cmd = [
     sys.executable, "-m", "chessjax.main", f"--config={REPO / 'configs' / 'lm.py'}:{arg}",

@@ -11,7 +11,7 @@ dropout 0.1, LayerNorm eps 1e-5, tanh GELU, tied head) and a batch `BxT` of rand
 without padding. One step, both sides:
 
 * chessjax: the training loop's own jitted step (`chessjax.train.build` of
-  `configs/lm.py:model=gpt2,size=SIZE`): forward in train mode, mean token NLL, backward,
+  `configs/lm.py:family=gpt2,size=SIZE`): forward in train mode, mean token NLL, backward,
   global-norm clipping 1.0, AdamW (lr 5e-4, betas 0.9/0.999, eps 1e-8, decay 0.01 on every
   parameter) with the linear schedule, the non-finite guard;
 * peer: `GPT2LMHeadModel(GPT2Config(...))` in train mode, logits -> mean cross-entropy against the
@@ -75,7 +75,7 @@ from chessjax import evaluation, train
 from chessjax.models import count_params
 from configs import lm
 size, B, T, warmup, iters = sys.argv[1], *(int(x) for x in sys.argv[2:6])
-config = lm.get_config(f"model=gpt2,size={size},notation=uci")
+config = lm.get_config(f"family=gpt2,size={size},notation=uci")
 config.train.epochs, config.train.steps = 0, 1000
 _, state, run = train.build(config, total_steps=1000)
 rng = np.random.default_rng(1)

@@ -14,12 +14,12 @@ model is scored on. The released side gets the training games through its own `d
 Training: every (family, seed) is trained by both loops for the same number of steps, the
 released loop's `--epochs` (whole batches of its games and a short last one; chessjax's length
 buckets make its epochs a few steps longer, so it sees slightly less than `--epochs` epochs), d128
-with the
-paper's final hyperparameters for the cell (`configs/cwm.py` FINAL: lr, beta2, weight decay,
-cosine to the floor) and the paper's warmup scaled to the run (warmup / 310,944 of the steps),
-batch `--batch-size`, games cut at `--max-len` steps, dropout 0.1 (both defaults), no validation
-during training. The released loop runs pinned to the first of `--cores`, chessjax to the second,
-at the same time, one thread each (as `bench_vs_reference_train`), so machine load hits both.
+with the paper's final hyperparameters for the cell (`chessjax.world_model.grid.FINAL`: lr, beta2,
+weight decay, cosine to the floor) and the paper's warmup scaled to the run (warmup / 310,944 of
+the steps), batch `--batch-size`, games cut at `--max-len` steps, dropout 0.1 (both defaults), no
+validation during training. The released loop runs pinned to the first of `--cores`, chessjax to
+the second, at the same time, one thread each (as `bench_vs_reference_train`), so machine load
+hits both.
 Both save a checkpoint every `--eval-every` steps; both log every `--eval-every` steps, with
 the wall clock (CLOCK_MONOTONIC, comparable across processes) and the process CPU time read at
 that step by the same glue as `bench_vs_reference_train`.
@@ -67,7 +67,6 @@ from data_prep import pgn_files
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
-PAPER_STEPS = 310_944  # configs/cwm.py STEPS_4_EPOCHS: the horizon the paper's warmups are for
 
 # Converts every released checkpoint of a run to an .npz of its state dict (float32).
 REF_EXPORT = r"""
@@ -126,10 +125,10 @@ def prepare(args, work: Path) -> dict:
 
 
 def hyper(family: str, total_steps: int) -> dict:
-  from configs import cwm
+  from chessjax.world_model import grid
 
-  lr, warmup, b2, wd, floor = cwm.FINAL[family]["d128"]
-  warmup = max(1, round(warmup * total_steps / PAPER_STEPS))
+  lr, warmup, b2, wd, floor = grid.FINAL[family]["d128"]
+  warmup = max(1, round(warmup * total_steps / grid.STEPS_4_EPOCHS))
   return {"lr": lr, "warmup": warmup, "b2": b2, "wd": wd, "floor": floor}
 
 

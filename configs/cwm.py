@@ -11,95 +11,27 @@ r"""Chess-World-Model: one cell of the paper's grid with its final hyperparamete
 d512 for the grid), `smoke` (True: a tiny model and a few steps on a CPU), `model.KEY=VALUE` (any
 key of the family's model config, e.g. `model.mixer_impl=chunked`).
 
-Hyperparameters: the family's row of the paper's Table 7 (`FINAL`). Ablation families take their
-main family's row (`MAIN_FAMILY`); a family module may name the Table 7 family it trains like
-(`RECIPE = "slice"`); any other family gets the Transformer's row at its size, the tuned recipe of
-the baseline every new model is compared against, which favours no recurrent family (a fair
-comparison runs the stage-1 sweep for it: `python -m launch.sweep`). A size outside Table 7's
+Hyperparameters: the row of the paper's Table 7 (`chessjax.world_model.grid.FINAL`) of the
+family its module names (`RECIPE = "slice"`: the built-in ablations name their main family); a
+family that names none gets the Transformer's row at its size, the tuned recipe of the baseline
+every new model is compared against, which favours no recurrent family (a fair comparison runs
+the stage-1 sweep for it: `python -m launch.sweep`). A size outside Table 7's
 columns (a family's own size names) takes the d128 column; `--config.optim.lr`, `warmup_steps`,
 `b2`, `weight_decay` and `floor` override any of it. Expected result of the full recipe: Walker &
 Lyons, Table 8 (e.g. slice d256: 96.57% ExactState on the real test split).
 """
 
 import dataclasses
-from typing import NamedTuple
 
 import ml_collections
 
 from chessjax.models import family_module, model_config
+from chessjax.world_model import grid
 from configs import common
 
-STEPS_4_EPOCHS = 310_944
-
-
-class Recipe(NamedTuple):
-  """One cell of Table 7: the stage-2 hyperparameters of a family at a size."""
-
-  lr: float
-  warmup_steps: int
-  b2: float
-  weight_decay: float
-  floor: float  # final learning rate of the cosine decay, as a fraction of lr
-
-
-# Walker & Lyons, Table 7, per main family and size.
-FINAL = {
-  "transformer": {
-    "d128": Recipe(3e-3, 5000, 0.95, 0.0, 0.1),
-    "d256": Recipe(3e-3, 5000, 0.95, 1e-3, 0.01),
-    "d384": Recipe(3e-3, 5000, 0.999, 1e-3, 0.01),
-    "d512": Recipe(1e-3, 5000, 0.95, 0.0, 0.1),
-  },
-  "slice": {
-    "d128": Recipe(1e-3, 20000, 0.999, 1e-2, 0.1),
-    "d256": Recipe(3e-3, 10000, 0.99, 1e-3, 0.01),
-    "d384": Recipe(1e-3, 5000, 0.95, 1e-3, 0.1),
-    # Not the stage-1 winner: that configuration was unstable over four epochs, so the paper
-    # retrained the next best (appendix C); the rule is chessjax.world_model.selection, the case
-    # is data in chessjax/world_model/paper_results.json ("stage2_replacements").
-    "d512": Recipe(3e-4, 5000, 0.99, 1e-3, 0.01),
-  },
-  "mamba3": {
-    "d128": Recipe(3e-3, 10000, 0.95, 0.0, 0.01),
-    "d256": Recipe(3e-3, 5000, 0.999, 0.0, 0.1),
-    "d384": Recipe(1e-3, 5000, 0.95, 1e-2, 0.01),
-    "d512": Recipe(3e-3, 5000, 0.95, 1e-3, 0.1),
-  },
-  "gated_deltanet": {
-    "d128": Recipe(1e-3, 10000, 0.99, 0.0, 0.01),
-    "d256": Recipe(3e-3, 20000, 0.99, 0.0, 0.01),
-    "d384": Recipe(1e-3, 5000, 0.95, 0.0, 0.1),
-    "d512": Recipe(1e-3, 10000, 0.95, 0.0, 0.1),
-  },
-}
-DEFAULT_RECIPE_FAMILY = "transformer"
+# Mamba-3 trains under bfloat16 autocast, every other family (the Mamba-2 ablation included) in
+# float32: Walker & Lyons, appendix B.2, and the released code (autocast only for mamba-3).
 BFLOAT16_FAMILIES = ("mamba3", "mamba3_mimo")
-MAIN_FAMILY = {
-  "transformer": "transformer",
-  "slice": "slice",
-  "slice_diag": "slice",
-  "gated_deltanet": "gated_deltanet",
-  "gated_deltanet_pos": "gated_deltanet",
-  "mamba2": "mamba3",
-  "mamba3": "mamba3",
-  "mamba3_mimo": "mamba3",
-}
-
-
-def recipe_family(family: str) -> str:
-  """The Table 7 family whose hyperparameters `family` trains with (module docstring)."""
-  if family in MAIN_FAMILY:
-    return MAIN_FAMILY[family]
-  named = getattr(family_module(family), "RECIPE", DEFAULT_RECIPE_FAMILY)
-  if named not in FINAL:
-    raise ValueError(f"{family}.RECIPE = {named!r} is not a Table 7 family {sorted(FINAL)}")
-  return named
-
-
-def recipe(family: str, size: str) -> Recipe:
-  """Table 7's cell for `family` at `size`; the d128 cell for a size outside its columns."""
-  row = FINAL[recipe_family(family)]
-  return row.get(size, row["d128"])
 
 
 def parse_arg(arg: str | None) -> dict:
@@ -118,14 +50,12 @@ def parse_arg(arg: str | None) -> dict:
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg)
-  lr, warmup, b2, wd, floor = recipe(a["family"], a["size"])
+  lr, warmup, b2, wd, floor = grid.recipe(a["family"], a["size"])
   c = ml_collections.ConfigDict()
   c.task = "world_model"  # chessjax.world_model.task
   c.family, c.size, c.seed = a["family"], a["size"], 0
   # Overrides of the family's frozen model config (e.g. mixer_impl, chunk_size, dtype).
   c.model = ml_collections.ConfigDict()
-  # Mamba-3 trains under bfloat16 autocast, every other family (the Mamba-2 ablation included) in
-  # float32: Walker & Lyons, appendix B.2, and the released code (autocast only for mamba-3).
   if "dtype" in _fields(a["family"], a["size"]):
     c.model.dtype = "bfloat16" if a["family"] in BFLOAT16_FAMILIES else "float32"
 
@@ -149,7 +79,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.optim.floor = floor  # Final lr as a fraction of lr (cosine).
 
   c.train = ml_collections.ConfigDict()
-  c.train.steps = STEPS_4_EPOCHS
+  c.train.steps = grid.STEPS_4_EPOCHS
   c.train.log_every = 100
   c.train.eval_every = 5000
   c.train.eval_batches = 10  # Fixed validation batches per evaluation.

@@ -1,10 +1,10 @@
 r"""Learning Chess Blindfolded (Toshniwal et al. 2022): a UCI language model with its recipe.
 
-    python -m chessjax.main --config=configs/lm.py:model=gpt2,notation=rap,train=S \
+    python -m chessjax.main --config=configs/lm.py:family=gpt2,notation=rap,train=S \
         --workdir=runs/lm_gpt2_rap_S --config.data.train=data/lm_masters
 
 `arg` is `key=value` pairs separated by commas:
-* `model`: `gpt2` (Hugging Face GPT-2 as the paper trains it), `gpt2_w50` (attention window 50),
+* `family`: `gpt2` (Hugging Face GPT-2 as the paper trains it), `gpt2_w50` (attention window 50),
   `lstm`, `reformer`, `performer` (the paper's Table 6 baselines), or any chessjax family
   (`transformer`, `slice`, `gated_deltanet`, `mamba3`, ..., or a dotted module path: README, "Put
   your own model on the benchmark") as a language model through the token head;
@@ -42,32 +42,32 @@ RAP_P = {"S": 0.25, "M": 0.25, "L": 0.15, "all": 0.15}
 TIED = {"gpt2": True, "gpt2_w50": True}
 
 
-def default_size(model: str, train: str) -> str:
-  if model.startswith("gpt2"):
+def default_size(family: str, train: str) -> str:
+  if family.startswith("gpt2"):
     return "small"
-  if model == "lstm":
+  if family == "lstm":
     return "S" if train == "S" else "M"
-  if model in ("reformer", "performer"):  # Table 12: hashing rounds / local heads per size
+  if family in ("reformer", "performer"):  # Table 12: hashing rounds / local heads per size
     return {"S": "S", "M": "M"}.get(train, "L")
   return "d256"
 
 
 def parse_arg(arg: str | None) -> dict:
-  defaults = {"model": "gpt2", "size": None, "notation": "uci", "rap_p": None, "train": "S"}
+  defaults = {"family": "gpt2", "size": None, "notation": "uci", "rap_p": None, "train": "S"}
   defaults.update(epochs=None, steps=None)
   defaults[common.MODEL_PREFIX] = {}
   out = common.parse_arg(arg, defaults, {"rap_p": float, "epochs": int, "steps": int})
-  family_module(out["model"])  # Unknown models raise here, naming the valid ones.
+  family_module(out["family"])  # Unknown families raise here, naming the valid ones.
   if out["notation"] not in ("uci", "rap", "ap"):
     raise ValueError(f"notation must be uci, rap or ap, got {out['notation']!r}")
   if out["train"] not in TRAIN_GAMES:
     raise ValueError(f"train must be one of {sorted(TRAIN_GAMES)}, got {out['train']!r}")
-  out["size"] = out["size"] or default_size(out["model"], out["train"])
-  if out["size"] not in family_module(out["model"]).SIZES:
-    sizes = sorted(family_module(out["model"]).SIZES)
-    raise ValueError(f"unknown size {out['size']!r} for {out['model']}; expected one of {sizes}")
+  out["size"] = out["size"] or default_size(out["family"], out["train"])
+  if out["size"] not in family_module(out["family"]).SIZES:
+    sizes = sorted(family_module(out["family"]).SIZES)
+    raise ValueError(f"unknown size {out['size']!r} for {out['family']}; expected one of {sizes}")
   out[common.MODEL_PREFIX] = common.model_overrides(
-    out["model"], out["size"], out[common.MODEL_PREFIX]
+    out["family"], out["size"], out[common.MODEL_PREFIX]
   )
   if out["rap_p"] is None:
     out["rap_p"] = RAP_P[out["train"]] if out["notation"] == "rap" else 0.0
@@ -92,13 +92,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg)
   c = ml_collections.ConfigDict()
   c.task = "lm"  # chessjax.lm.task
-  c.family, c.size, c.seed = a["model"], a["size"], 0
+  c.family, c.size, c.seed = a["family"], a["size"], 0
   c.model = ml_collections.ConfigDict(a[common.MODEL_PREFIX])  # Overrides of the family config.
 
   c.lm = ml_collections.ConfigDict()
   c.lm.notation, c.lm.rap_p, c.lm.train = a["notation"], a["rap_p"], a["train"]
   c.lm.vocab = ""  # A vocab file (one token per line); empty: chessjax's own order.
-  c.lm.tie_embeddings = TIED.get(a["model"], False)
+  c.lm.tie_embeddings = TIED.get(a["family"], False)
   c.lm.score_piece_tokens = True  # Inserted piece letters are prediction targets.
 
   c.data = ml_collections.ConfigDict()
@@ -109,7 +109,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.batch_size = 60  # The released code's effective batch is 64.
   c.data.max_len = 512  # GPT-2's positions; games of up to 150 plies need at most 2 + 4 x 150.
   c.data.bucket_lengths = (128, 192, 256, 320, 384, 448, 512)
-  if a["model"] == "reformer":
+  if a["family"] == "reformer":
     # Axial positions 14 x 25 = 350 (Table 12). Games of up to 150 plies fit with UCI; AP needs
     # up to 2 + 3 x 150 tokens, so prepare AP data for the Reformer with `--max-plies 116`.
     c.data.max_len, c.data.bucket_lengths = 350, (100, 150, 200, 250, 300, 350)

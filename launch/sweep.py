@@ -49,22 +49,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from chessjax.world_model import selection
+from chessjax.world_model import grid, selection
 from chessjax.world_model.selection import RunRecord
 from configs import cwm
 
-FAMILIES = ("transformer", "slice", "mamba3", "gated_deltanet")
+FAMILIES = grid.MAIN
 # The paper's text calls its Mamba-3 MIMO with rank 4, but the released code and the published
 # parameter counts are SISO (`mamba3`); `--mimo` adds the rank-4 variant to the sweep.
 MIMO = "mamba3_mimo"
-SIZES = ("d128", "d256", "d384", "d512")
-LRS = (1e-4, 3e-4, 1e-3, 3e-3)
-WARMUPS = (5000, 10000, 20000)
-B2S = (0.95, 0.99, 0.999)
-WDS = (0.0, 1e-3, 1e-2)
-FLOORS = (0.1, 0.01)
-STEPS_4_EPOCHS = cwm.STEPS_4_EPOCHS  # 310,944: four epochs of the 10M-game training split.
-STEPS_1_EPOCH = STEPS_4_EPOCHS // 4  # 77,736.
 RESULT_COLUMNS = ("family", "size", "lr", "warmup", "b2", "wd", "val_loss")
 HEALTH_COLUMNS = ("finished", "aborted", "bad_batches", "rollbacks", "steps", "total_steps")
 CONFIG_FILE = "configs/cwm.py"
@@ -195,16 +187,16 @@ def job(
 
 def stage1_runs(
   families: Sequence[str] = FAMILIES,
-  sizes: Sequence[str] = SIZES,
-  lrs: Sequence[float] = LRS,
-  warmups: Sequence[int] = WARMUPS,
-  b2s: Sequence[float] = B2S,
-  wds: Sequence[float] = WDS,
-  steps: int = STEPS_1_EPOCH,
+  sizes: Sequence[str] = grid.SIZES,
+  lrs: Sequence[float] = grid.LRS,
+  warmups: Sequence[int] = grid.WARMUPS,
+  b2s: Sequence[float] = grid.B2S,
+  wds: Sequence[float] = grid.WDS,
+  steps: int = grid.STEPS_1_EPOCH,
 ) -> list[Run]:
   """The stage-1 grid (1,728 runs unfiltered), family-major in the order of the arguments."""
-  grid = itertools.product(families, sizes, lrs, warmups, b2s, wds)
-  return [Run(1, f, s, lr, w, b2, wd, steps, "constant") for f, s, lr, w, b2, wd in grid]
+  cells = itertools.product(families, sizes, lrs, warmups, b2s, wds)
+  return [Run(1, f, s, lr, w, b2, wd, steps, "constant") for f, s, lr, w, b2, wd in cells]
 
 
 def _is_family(name: str) -> bool:
@@ -250,8 +242,8 @@ def parse_results(rows: list[dict], source: str, stage: int = 1) -> list[RunReco
         f"{where}: unknown family {family!r}; the sweep covers {list(FAMILIES)} and dotted "
         "module paths"
       )
-    if size not in SIZES:
-      raise SweepError(f"{where}: unknown size {size!r}; expected one of {list(SIZES)}")
+    if size not in grid.SIZES:
+      raise SweepError(f"{where}: unknown size {size!r}; expected one of {list(grid.SIZES)}")
     lr, warmup, b2, wd = (_number(row, k, where) for k in ("lr", "warmup", "b2", "wd"))
     val_loss = _number(row, "val_loss", where)
     if not (lr > 0 and 0 < b2 < 1 and wd >= 0 and warmup >= 0 and warmup == int(warmup)):
@@ -360,9 +352,9 @@ def choose(
 def stage2_runs(
   results: list[RunRecord],
   families: Sequence[str] = FAMILIES,
-  sizes: Sequence[str] = SIZES,
-  floors: Sequence[float] = FLOORS,
-  steps: int = STEPS_4_EPOCHS,
+  sizes: Sequence[str] = grid.SIZES,
+  floors: Sequence[float] = grid.FLOORS,
+  steps: int = grid.STEPS_4_EPOCHS,
   log=None,
   stage2: list[RunRecord] = (),
 ) -> list[Run]:
@@ -534,7 +526,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument(
     "--mimo", action="store_true", help=f"add {MIMO} (Mamba-3 MIMO rank 4; mamba3 is SISO)"
   )
-  parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated filter")
+  parser.add_argument("--sizes", default=",".join(grid.SIZES), help="comma-separated filter")
   parser.add_argument("--lrs", help="stage 1: comma-separated filter of learning rates")
   parser.add_argument("--warmups", help="stage 1: comma-separated filter of warmup steps")
   parser.add_argument("--b2s", help="stage 1: comma-separated filter of Adam beta2")
@@ -542,9 +534,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument(
     "--off-grid", action="store_true", help="stage 1: --lrs/--warmups/--b2s/--wds take any value"
   )
-  parser.add_argument("--floors", default=",".join(map(str, FLOORS)), help="stage 2 cosine floors")
   parser.add_argument(
-    "--steps", type=int, help=f"steps per run (default {STEPS_1_EPOCH} / {STEPS_4_EPOCHS})"
+    "--floors", default=",".join(map(str, grid.FLOORS)), help="stage 2 cosine floors"
+  )
+  parser.add_argument(
+    "--steps",
+    type=int,
+    help=f"steps per run (default {grid.STEPS_1_EPOCH} / {grid.STEPS_4_EPOCHS})",
   )
   parser.add_argument("--data", help="prepared training dataset (--config.data.train)")
   parser.add_argument(
@@ -602,16 +598,16 @@ def _stage1_values(args) -> tuple[list, list, list, list]:
       _list(text, kind, default, what) if text else list(default)
     )
   return (
-    get(args.lrs, float, "lrs", lambda x: x > 0, LRS),
-    get(args.warmups, int, "warmups", lambda x: x >= 0, WARMUPS),
-    get(args.b2s, float, "b2s", lambda x: 0 < x < 1, B2S),
-    get(args.wds, float, "wds", lambda x: x >= 0, WDS),
+    get(args.lrs, float, "lrs", lambda x: x > 0, grid.LRS),
+    get(args.warmups, int, "warmups", lambda x: x >= 0, grid.WARMUPS),
+    get(args.b2s, float, "b2s", lambda x: 0 < x < 1, grid.B2S),
+    get(args.wds, float, "wds", lambda x: x >= 0, grid.WDS),
   )
 
 
 def _choices(args, log) -> list[selection.CellChoice]:
   families = _families(args.families, args.mimo)
-  sizes = _list(args.sizes, str, SIZES, "sizes")
+  sizes = _list(args.sizes, str, grid.SIZES, "sizes")
   floors = list(dict.fromkeys(_floats(args.floors)))
   results = read_results(args.results)
   stage2 = read_results(args.stage2_results, stage=2) if args.stage2_results else []
@@ -621,15 +617,17 @@ def _choices(args, log) -> list[selection.CellChoice]:
 def build(args: argparse.Namespace, log=None) -> list[dict]:
   """The selected runs as job dicts (see `job`)."""
   families = _families(args.families, args.mimo)
-  sizes = _list(args.sizes, str, SIZES, "sizes")
+  sizes = _list(args.sizes, str, grid.SIZES, "sizes")
   extra = _sets(args.set)
   if args.stage == 1:
-    runs = stage1_runs(families, sizes, *_stage1_values(args), steps=args.steps or STEPS_1_EPOCH)
+    runs = stage1_runs(
+      families, sizes, *_stage1_values(args), steps=args.steps or grid.STEPS_1_EPOCH
+    )
   else:
     floors = list(dict.fromkeys(_floats(args.floors)))
     results = read_results(args.results)
     stage2 = read_results(args.stage2_results, stage=2) if args.stage2_results else []
-    steps = args.steps or STEPS_4_EPOCHS
+    steps = args.steps or grid.STEPS_4_EPOCHS
     runs = stage2_runs(results, families, sizes, floors, steps, log=log, stage2=stage2)
     if not runs:
       raise SweepError(

@@ -165,7 +165,7 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
   from configs import lm as lm_config
 
   def build(out):
-    config = lm_config.get_config("model=gpt2,size=tiny,notation=uci,train=S")
+    config = lm_config.get_config("family=gpt2,size=tiny,notation=uci,train=S")
     config.data.train, config.data.batch_size = str(lm_sample["data"]), 32
     config.data.max_len, config.data.bucket_lengths = 128, (128,)  # 60 plies: 122 tokens.
     config.optim.lr = 1e-2

@@ -16,17 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from absl import flags
+from ml_collections import config_flags
+
+from chessjax.world_model.grid import FINAL, SIZES
+from configs import cwm  # Not installed: the repository root is on pytest's pythonpath.
+from launch import sweep
 
 REPO = Path(__file__).resolve().parents[1]
-# `launch` and `configs` are not installed packages; they import from the repository root.
-if str(REPO) not in sys.path:
-  sys.path.insert(0, str(REPO))
-
-from absl import flags  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
-
-from configs import cwm  # noqa: E402
-from launch import sweep  # noqa: E402
 
 TPU = REPO / "launch" / "tpu_vm.sh"
 GPU = REPO / "launch" / "gpu_host.sh"
@@ -445,7 +442,7 @@ def test_stage1_has_1728_unique_valid_runs(capsys):
   for command in commands:
     head, fl = parse_command(command)
     heads.append(head)
-    assert head["family"] in sweep.FAMILIES and head["size"] in sweep.SIZES
+    assert head["family"] in sweep.FAMILIES and head["size"] in SIZES
     assert fl["optim.schedule"] == "constant" and fl["train.steps"] == "77736"
     assert fl["data.train"] == "data/lichess_2025-03" and fl["seed"] == "0"
     assert set(fl) == {
@@ -626,10 +623,10 @@ def test_stage2_retrains_the_best_run_per_cell_at_two_floors(capsys, tmp_path, f
 
 
 def test_stage2_paper_winners_reproduce_final_configs(capsys, tmp_path):
-  # Feeding the paper's stage-1 winners back gives cwm.FINAL's (lr, warmup, b2, wd) and its floor.
+  # Feeding the paper's stage-1 winners back gives FINAL's (lr, warmup, b2, wd) and its floor.
   rows = [
     dict(family=f, size=s, lr=lr, warmup=w, b2=b2, wd=wd, val_loss=1.0)
-    for f, cells in cwm.FINAL.items()
+    for f, cells in FINAL.items()
     for s, (lr, w, b2, wd, _) in cells.items()
   ]
   path = write_results(tmp_path / "winners.json", rows, "json")
@@ -638,7 +635,7 @@ def test_stage2_paper_winners_reproduce_final_configs(capsys, tmp_path):
   jobs = json.loads(text)
   assert len(jobs) == 32
   for j in jobs:
-    lr, w, b2, wd, floor = cwm.FINAL[j["family"]][j["size"]]
+    lr, w, b2, wd, floor = FINAL[j["family"]][j["size"]]
     o = j["overrides"]
     assert (o["optim.lr"], o["optim.warmup_steps"], o["optim.b2"], o["optim.weight_decay"]) == (
       lr,
@@ -649,7 +646,7 @@ def test_stage2_paper_winners_reproduce_final_configs(capsys, tmp_path):
   final_floors = {
     (j["family"], j["size"])
     for j in jobs
-    if j["overrides"]["optim.floor"] == cwm.FINAL[j["family"]][j["size"]][4]
+    if j["overrides"]["optim.floor"] == FINAL[j["family"]][j["size"]][4]
   }
   assert len(final_floors) == 16  # One of the two retrains is the paper's final run.
 

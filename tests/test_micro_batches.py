@@ -21,7 +21,7 @@ def world_model_config():
 
 
 def lm_config_tiny(**model):
-  config = lm_config.get_config("model=gpt2,size=tiny,notation=uci,train=S")
+  config = lm_config.get_config("family=gpt2,size=tiny,notation=uci,train=S")
   config.data.batch_size = B
   config.model.update(model)
   return config
@@ -126,7 +126,7 @@ def test_micro_batches_must_divide_the_batch():
 
 
 def test_remat_needs_a_residual_stack():
-  config = lm_config.get_config("model=lstm,size=tiny,notation=uci,train=S")
+  config = lm_config.get_config("family=lstm,size=tiny,notation=uci,train=S")
   config.train.remat = True
   with pytest.raises(ValueError, match="no residual stack"):
     train.build(config, get_task(config), total_steps=10)

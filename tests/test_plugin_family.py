@@ -13,6 +13,7 @@ from conftest import REPO
 from chessjax import train, workdir
 from chessjax.models import count_params, create_model, family_module, streams
 from chessjax.world_model import evaluate, track
+from chessjax.world_model.grid import FINAL
 from configs import cwm
 
 FAMILY = "examples.diagonal_recurrence"
@@ -31,9 +32,9 @@ def test_config_takes_the_named_recipe_and_no_dtype():
   c = cwm.get_config(f"family={FAMILY},size=d256")
   assert c.family == FAMILY
   assert (c.optim.lr, c.optim.warmup_steps, c.optim.floor) == (
-    cwm.FINAL["slice"]["d256"].lr,
-    cwm.FINAL["slice"]["d256"].warmup_steps,
-    cwm.FINAL["slice"]["d256"].floor,
+    FINAL["slice"]["d256"].lr,
+    FINAL["slice"]["d256"].warmup_steps,
+    FINAL["slice"]["d256"].floor,
   )
   assert "dtype" not in c.model  # the family's config has no dtype key
   c = cwm.get_config(f"family={FAMILY},size=d128,model.mlp_mult=2")

@@ -19,6 +19,7 @@ from chessjax import evaluation, optim, train, workdir
 from chessjax.data import pipeline
 from chessjax.data.rows import GameRows
 from chessjax.models import FAMILIES, SIZES, abstract_model, count_params
+from chessjax.world_model import grid
 from configs import cwm
 
 FAMILY = "gated_deltanet"  # Test family: small and quick to compile at smoke size.
@@ -64,8 +65,8 @@ def test_every_config_locks_and_builds(family):
     model = abstract_model(family, size, **config.model.to_dict())
     assert count_params(model) > 1_000_000
     json.dumps(config.to_dict())
-  main = cwm.MAIN_FAMILY[family]
-  assert cwm.get_config(f"family={family},size=d256").optim.lr == cwm.FINAL[main]["d256"][0]
+  main = grid.recipe_family(family)
+  assert cwm.get_config(f"family={family},size=d256").optim.lr == grid.FINAL[main]["d256"][0]
 
 
 def test_config_arg_errors():
@@ -90,7 +91,7 @@ def test_config_arg_sets_model_keys_typed_by_the_family():
   assert c.model.to_dict() == {"dtype": "float32", "layers": 3, "mlp_hidden": 384}
   c = cwm.get_config("family=slice,model.final_norm=true,model.dtype=bfloat16,model.dropout=0")
   assert c.model.to_dict() == {"dtype": "bfloat16", "final_norm": True, "dropout": 0.0}
-  c = lm.get_config("model=gated_deltanet,size=d128,model.layers=3,model.mlp_width=480")
+  c = lm.get_config("family=gated_deltanet,size=d128,model.layers=3,model.mlp_width=480")
   assert c.model.to_dict() == {"layers": 3, "mlp_width": 480}  # mlp_width's default is None
   task = train.get_task(c)
   model = abstract_model(c.family, c.size, head=task.head, **task.model_kwargs, **c.model)
@@ -98,9 +99,9 @@ def test_config_arg_sets_model_keys_typed_by_the_family():
   with pytest.raises(ValueError, match="unknown slice model key 'nope'"):
     cwm.get_config("family=slice,model.nope=1")
   with pytest.raises(ValueError, match="model.layers='x': expected int"):
-    lm.get_config("model=slice,size=d128,model.layers=x")
+    lm.get_config("family=slice,size=d128,model.layers=x")
   with pytest.raises(ValueError, match="heads \\* head_dim"):  # Mamba's own check, at once.
-    lm.get_config("model=mamba3,size=d128,model.d=120")
+    lm.get_config("family=mamba3,size=d128,model.d=120")
   with pytest.raises(ValueError, match="cannot be set in the config arg"):
     cwm.get_config("family=mamba2,model.a_init_range=1")
 

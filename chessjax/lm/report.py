@@ -562,10 +562,10 @@ def launch_commands(
   for train in trains:
     for p in (0.0, *grid):
       if p == 0:
-        name, arg = f"{model}_uci_{train}", f"model={model},notation=uci,train={train}"
+        name, arg = f"{model}_uci_{train}", f"family={model},notation=uci,train={train}"
       else:
         name = f"{model}_rap{round(100 * p)}_{train}"
-        arg = f"model={model},notation=rap,rap_p={p:g},train={train}"
+        arg = f"family={model},notation=rap,rap_p={p:g},train={train}"
       workdir = f"{root}/{name}"
       out.append(
         f"python -m chessjax.main --config=configs/lm.py:{arg} --workdir={workdir} "

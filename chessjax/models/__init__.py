@@ -16,15 +16,14 @@ dropout, residual blocks, optional final norm, built by the family module's `bui
 `chessjax.models.transformer`, `slice`, `gated_deltanet`, `mamba`, `gpt2`, or any module that
 is a `registry.FamilyModule`) and a `heads.StateHead` or `heads.TokenHead`. Inputs are
 right-padded token ids int32[B, T] (for moves, PAD = `encoding.PAD_ID`); dropout is active only
-when `train=True`. Sizes, families, configs and the builders live in `chessjax.models.registry`
-and are re-exported here.
+when `train=True`. Families, configs and the builders live in `chessjax.models.registry`, the
+grid's sizes in `chessjax.models.sizes`; both are re-exported here.
 """
 
 from chessjax.models.registry import (  # noqa: F401 (the package's public names)
   FAMILIES,
   HEADS,
   LM_FAMILIES,
-  SIZES,
   FamilyModule,
   abstract_model,
   count_params,
@@ -34,6 +33,7 @@ from chessjax.models.registry import (  # noqa: F401 (the package's public names
   model_config,
   streams,
 )
+from chessjax.models.sizes import SIZES  # noqa: F401
 
 __all__ = [
   "FAMILIES",

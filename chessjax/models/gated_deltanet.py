@@ -51,6 +51,9 @@ from chessjax.models.stack import Stack
 from chessjax.ops import delta_rule, impl
 
 FAMILIES = ("gated_deltanet", "gated_deltanet_pos")
+GRID = True  # every size of models.sizes.SIZES, families of the paper's grid
+RECIPE = "gated_deltanet"  # both train with its row of Table 7 (chessjax.world_model.grid)
+ABLATIONS = ("gated_deltanet_pos",)  # the less expressive variant of RECIPE (Tables 9-10)
 STREAMING = True
 DTYPES = layers.DTYPES
 

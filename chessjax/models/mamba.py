@@ -54,6 +54,10 @@ from chessjax.models.stack import Stack
 from chessjax.ops import impl, ssd
 
 FAMILIES = ("mamba2", "mamba3", "mamba3_mimo")
+GRID = True  # every size of models.sizes.SIZES, families of the paper's grid
+RECIPE = "mamba3"  # all train with Mamba-3's row of Table 7 (chessjax.world_model.grid)
+# The less expressive variant of RECIPE (Tables 9-10); MIMO is Mamba-3 at another rank, no ablation.
+ABLATIONS = ("mamba2",)
 STREAMING = True
 VERSIONS = ("mamba2", "mamba3")
 DTYPES = layers.DTYPES

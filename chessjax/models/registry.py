@@ -6,9 +6,10 @@ module importable from the working directory or an installed package), which the
 one family, the path itself. Nothing else has to change for a new family to train, evaluate,
 track and report (README, "Put your own model on the benchmark").
 
-`FAMILIES` are the built-in families of the Chess-World-Model grid (every one at every size of
-`sizes.SIZES`); `LM_FAMILIES` are the language-model baselines of Toshniwal et al. (Learning
-Chess Blindfolded, AAAI 2022) with size tables of their own. `create_model`, `model_config`,
+`FAMILIES` are the built-in families of the Chess-World-Model grid (their modules declare
+`GRID = True`: every one at every size of `sizes.SIZES`); `LM_FAMILIES` are the language-model
+baselines of Toshniwal et al. (Learning Chess Blindfolded, AAAI 2022) with size tables of their
+own. `create_model`, `model_config`,
 `family_sizes` and `abstract_model` take any family.
 """
 
@@ -22,7 +23,6 @@ from flax import nnx
 
 from chessjax import encoding
 from chessjax.models import heads
-from chessjax.models.sizes import SIZES
 
 
 @runtime_checkable
@@ -36,9 +36,12 @@ class FamilyModule(Protocol):
     width); its fields are the `model.KEY=VALUE` keys of the configs.
   * `build_backbone(cfg, *, vocab_size, rngs)`: token ids int32[B, T] -> float32[B, T, d], with
     `return_hiddens=True` also every layer's residual stream (`stack.Stack` does all of this).
-  Optional: `FAMILIES` (the names a built-in module builds), `head_options(cfg)` (kernel/bias
-  inits and matmul dtype of the output Linear; torch defaults without it) and `RECIPE` (the main
-  family of the paper's Table 7 whose hyperparameters it trains with, `configs/cwm.py`).
+  Optional: `FAMILIES` (the names a built-in module builds), `GRID` (True: a built-in module of
+  the world-model grid, at the sizes of `sizes.SIZES`), `head_options(cfg)` (kernel/bias inits
+  and matmul dtype of the output Linear; torch defaults without it), `RECIPE` (the main family of
+  the paper's Table 7 whose hyperparameters its families train with) and `ABLATIONS` (those of
+  its families that are the paper's less expressive variants of `RECIPE`): both read by
+  `chessjax.world_model.grid`.
   """
 
   SIZES: Mapping[str, Any]
@@ -55,8 +58,8 @@ BUILTIN = (
 )  # fmt: skip
 _BUILTIN_MODULES = {m: importlib.import_module(f"chessjax.models.{m}") for m in BUILTIN}
 _BUILTIN_FAMILIES = {f: mod for mod in _BUILTIN_MODULES.values() for f in mod.FAMILIES}
-FAMILIES = tuple(f for f, mod in _BUILTIN_FAMILIES.items() if mod.SIZES is SIZES)
-LM_FAMILIES = tuple(f for f, mod in _BUILTIN_FAMILIES.items() if mod.SIZES is not SIZES)
+FAMILIES = tuple(f for f, mod in _BUILTIN_FAMILIES.items() if getattr(mod, "GRID", False))
+LM_FAMILIES = tuple(f for f, mod in _BUILTIN_FAMILIES.items() if not getattr(mod, "GRID", False))
 
 HEADS = ("state", "tokens")
 

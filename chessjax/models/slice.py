@@ -48,6 +48,9 @@ from chessjax.models.stack import Stack
 from chessjax.ops import impl, slice_scan
 
 FAMILIES = {"slice": 8, "slice_diag": 1}  # family -> block size
+GRID = True  # every size of models.sizes.SIZES, families of the paper's grid
+RECIPE = "slice"  # both train with SLiCE's row of Table 7 (chessjax.world_model.grid)
+ABLATIONS = ("slice_diag",)  # the less expressive variant of RECIPE (Tables 9-10)
 STREAMING = True
 DTYPES = layers.DTYPES
 

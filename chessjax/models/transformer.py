@@ -38,6 +38,8 @@ from chessjax.models.sizes import SIZES
 from chessjax.models.stack import Stack
 
 FAMILIES = ("transformer",)
+GRID = True  # every size of models.sizes.SIZES, a family of the paper's grid
+RECIPE = "transformer"  # its row of Table 7 (chessjax.world_model.grid)
 STREAMING = False  # attention over the whole prefix; no KV cache
 ROPES = ("reference", "standard")
 DTYPES = layers.DTYPES

@@ -35,14 +35,13 @@ import numpy as np
 from matplotlib import ticker
 
 from chessjax.files import write_figure, write_json, write_text
+from chessjax.models import abstract_model, count_params
 from chessjax.world_model import selection
+from chessjax.world_model.grid import MAIN, PAIRS, SIZES
 from chessjax.world_model.plots import plt
 
 PAPER_FILE = Path(__file__).with_name("paper_results.json")
-SIZES = ("d128", "d256", "d384", "d512")
-MAIN = ("transformer", "slice", "mamba3", "gated_deltanet")
-VARIANT_OF = {"slice": "slice_diag", "mamba3": "mamba2", "gated_deltanet": "gated_deltanet_pos"}
-VARIANTS = tuple(VARIANT_OF.values())
+VARIANTS = tuple(variant for _, variant in PAIRS)
 BIN_STARTS = (0, 80, 160, 240, 320, 400, 500)  # The prefix bins of Tables 11-12.
 METRICS = ("loss", "labelwise", "exact_state", "trajectory")
 PERCENT = {"labelwise", "exact_state", "trajectory"}
@@ -107,8 +106,6 @@ def params_millions(run: selection.RunRecord) -> tuple[float | None, str]:
   """The family's parameter count at the size (the registry's `count_params` of
   `abstract_model` when the family resolves, else the run's `train_summary.json`), in millions."""
   try:
-    from chessjax.models import abstract_model, count_params
-
     return count_params(abstract_model(run.family, run.size)) / 1e6, "registry"
   except Exception as e:  # An unknown or unimportable family: the run's own count.
     log.info("parameters of %s %s from the run's summary (%s)", run.family, run.size, e)
@@ -479,12 +476,11 @@ def figure4(tables: dict, paper: dict):
   main = {(r["family"], r["size"]): r for r in tables["table8"]["rows"] if r["split"] == "random"}
   var = {(r["family"], r["size"]): r for r in tables["table10"]["rows"]}
   fig, axes = plt.subplots(2, 2, figsize=(11, 7), squeeze=False)
-  pairs = list(VARIANT_OF.items())
   drawn = 0
   for col, source in enumerate(("ours", "paper")):
     for row, metric in enumerate(("exact_state", "loss")):
       ax = axes[row][col]
-      for k, (m, v) in enumerate(pairs):
+      for k, (m, v) in enumerate(PAIRS):
         color = plt.cm.tab10(k)
         for s, size in enumerate(SIZES):
           a, b = main.get((m, size)), var.get((v, size))

@@ -1,6 +1,6 @@
-"""The LM demo's one-line reading of a probing set (`chessjax.lm.demo.verdict`)."""
+"""The LM demo's one-line reading of a probing set (`launch.demo_lm.verdict`)."""
 
-from chessjax.lm import demo
+from launch import demo_lm as demo
 
 
 def test_verdict_reads_the_numbers_against_the_baseline():

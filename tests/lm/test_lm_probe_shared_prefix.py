@@ -129,7 +129,7 @@ def test_random_init_models_match_the_reference(lm_sets, model, notation):
   """GPT-2 tiny (full attention, then a 50-token window shorter than the prompts) takes the
   prefix-once path; a chessjax Transformer the generic one."""
   size = "tiny" if model.startswith("gpt2") else "d128"
-  config = lm_config.get_config(f"model={model},size={size},notation={notation},train=all")
+  config = lm_config.get_config(f"family={model},size={size},notation={notation},train=all")
   if model == "transformer":
     config.model.layers = 2
   restored = _restored(config)

@@ -83,7 +83,7 @@ def test_linear_schedule_warms_up_then_decays_to_zero():
 
 
 def test_config_recipe_and_errors():
-  c = lm_config.get_config("model=gpt2,notation=rap,train=S")
+  c = lm_config.get_config("family=gpt2,notation=rap,train=S")
   assert (c.lm.rap_p, c.data.max_train_games, c.optim.lr, c.data.batch_size) == (
     0.25,
     15_000,
@@ -96,11 +96,13 @@ def test_config_recipe_and_errors():
   with pytest.raises(ValueError, match="notation"):
     lm_config.get_config("notation=san")
   with pytest.raises(ValueError, match="unknown model family 'nope'"):
-    lm_config.get_config("model=nope")
+    lm_config.get_config("family=nope")
+  with pytest.raises(ValueError, match="unknown config arg 'model'.*'family'"):
+    lm_config.get_config("model=gpt2")  # One key in both configs: family=, as in configs/cwm.py.
 
 
 def tiny_lm_config(data, notation, **train):
-  c = lm_config.get_config(f"model=slice,size=d128,notation={notation},train=all")
+  c = lm_config.get_config(f"family=slice,size=d128,notation={notation},train=all")
   c.data.train, c.data.batch_size, c.data.max_len = str(data), 16, 256
   c.data.bucket_lengths = (128, 256)
   c.optim.lr = 3e-3
@@ -183,14 +185,14 @@ def test_evaluate_scores_perplexity_and_every_probe(lm_dataset, tiny_lm, tmp_pat
 @pytest.mark.parametrize(
   "arg,params",
   [
-    ("model=gpt2", 85_508_352),
-    ("model=lstm,train=S", 24_279_885),
-    ("model=lstm,train=M", 32_676_685),
-    ("model=reformer,train=S", 83_445_069),
-    ("model=reformer,train=L", 83_445_069),
-    ("model=performer,train=S", 85_137_485),
-    ("model=performer,train=M", 85_137_485),
-    ("model=performer,train=S,model.positions=learned", 85_530_701),
+    ("family=gpt2", 85_508_352),
+    ("family=lstm,train=S", 24_279_885),
+    ("family=lstm,train=M", 32_676_685),
+    ("family=reformer,train=S", 83_445_069),
+    ("family=reformer,train=L", 83_445_069),
+    ("family=performer,train=S", 85_137_485),
+    ("family=performer,train=M", 85_137_485),
+    ("family=performer,train=S,model.positions=learned", 85_530_701),
   ],
 )
 def test_lm_configs_build_the_papers_models(arg, params):
@@ -208,24 +210,24 @@ def test_lm_configs_build_the_papers_models(arg, params):
 def test_run_length_keys_conflict_or_take_a_stated_precedence(lm_dataset, caplog):
   from chessjax.lm.task import check_config, make_task
 
-  c = lm_config.get_config("model=slice,size=d128")
+  c = lm_config.get_config("family=slice,size=d128")
   assert (c.train.epochs, c.train.steps) == (10, 0)
-  c = lm_config.get_config("model=slice,size=d128,steps=200")
+  c = lm_config.get_config("family=slice,size=d128,steps=200")
   assert (c.train.epochs, c.train.steps) == (0, 200)
   assert train.total_steps(c, epoch_steps=7) == 200
-  c = lm_config.get_config("model=slice,size=d128,epochs=2")
+  c = lm_config.get_config("family=slice,size=d128,epochs=2")
   assert (c.train.epochs, c.train.steps) == (2, 0) and train.total_steps(c, epoch_steps=7) == 14
   with pytest.raises(ValueError, match="both epochs=2 and steps=5"):
     lm_config.get_config("epochs=2,steps=5")
   # --config.train.steps=N on the command line without --config.train.epochs=0: refused.
-  c = lm_config.get_config("model=slice,size=d128")
+  c = lm_config.get_config("family=slice,size=d128")
   c.train.steps = 300
   with pytest.raises(ValueError, match="--config.train.epochs=0 --config.train.steps=N"):
     make_task(c)
   c.train.epochs = 0
   make_task(c)
   # Train-S asks for 15,000 games; the split holds 400: trained on all 400, with a warning.
-  c = lm_config.get_config("model=slice,size=d128,train=S")
+  c = lm_config.get_config("family=slice,size=d128,train=S")
   c.data.train = str(lm_dataset)
   with caplog.at_level("WARNING", logger="chessjax.lm.task"):
     check_config(c)

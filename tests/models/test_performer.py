@@ -231,7 +231,7 @@ def _lm_config(data, steps):
 
   from configs import lm as lm_config
 
-  c = lm_config.get_config(f"model=slice,size=d128,notation=rap,train=all,steps={steps}")
+  c = lm_config.get_config(f"family=slice,size=d128,notation=rap,train=all,steps={steps}")
   c.family, c.size = FAMILY, "tiny"
   c.model = ml_collections.ConfigDict({"feature_redraw_interval": 2})
   c.data.train, c.data.batch_size, c.data.max_len = str(data), 8, 128

@@ -330,7 +330,7 @@ def test_the_lm_recipe_trains_resumes_evaluates_and_probes(tmp_path):
   argv = ["--pool", str(data), "--train", str(data), "--out", str(sets), "--count", "20"]
   assert probing_sets.main(argv + ["--min-len", "8", "--max-len", "20"]) == 0
 
-  config = lm_config.get_config("model=gpt2,size=tiny,notation=rap,train=all")
+  config = lm_config.get_config("family=gpt2,size=tiny,notation=rap,train=all")
   config.family, config.size, config.model = FAMILY, "tiny", ml_collections.ConfigDict()
   config.lm.tie_embeddings = False
   config.data.train, config.data.batch_size = str(data), 20

@@ -1,6 +1,6 @@
 """The main job on the bundled sample, on a CPU, in minutes: `make demo`.
 
-    python -m chessjax.world_model.demo --workdir runs/demo [--family slice] [--steps 500]
+    python -m launch.demo_world_model --workdir runs/demo [--family slice] [--steps 500]
 
 1. Prepare the bundled lichess sample into train/validation/test shards and a small random-uniform
    test set (seed 0), with their sizes and move-token coverage.
@@ -23,7 +23,7 @@ from chessjax.world_model import evaluate, metrics
 from configs import cwm
 from data_prep import coverage, process_pgn, random_uniform
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 
 
@@ -95,7 +95,7 @@ def compare_with_baseline(real: Path, eval_sets: dict, results: dict) -> tuple[s
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(
-    prog="python -m chessjax.world_model.demo", description=__doc__.split("\n")[0]
+    prog="python -m launch.demo_world_model", description=__doc__.split("\n")[0]
   )
   ap.add_argument("--workdir", default="runs/demo")
   ap.add_argument("--family", default="slice")

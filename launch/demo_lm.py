@@ -1,6 +1,6 @@
 """A chess language model on the bundled sample, on a CPU, in minutes: `make demo-lm`.
 
-    python -m chessjax.lm.demo --workdir runs/demo_lm [--family slice] [--epochs 2]
+    python -m launch.demo_lm --workdir runs/demo_lm [--family slice] [--epochs 2]
 
 1. Prepare the bundled lichess sample with Toshniwal et al.'s protocol (`data_prep.lm_data`:
    10-150 plies, duplicates dropped, a seeded shuffle into train / probing pool / dev / test)
@@ -30,7 +30,7 @@ from chessjax.workdir import restore as workdir_restore
 from configs import lm as lm_config
 from data_prep import lm_data, probing_sets
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 
 
@@ -88,7 +88,7 @@ def verdict(label: str, rows: int, exm: dict, lgm: dict, baseline: float) -> str
 
 
 def demo_config(family: str, notation: str, data: Path, epochs: int):
-  config = lm_config.get_config(f"model={family},size=d128,notation={notation},train=all")
+  config = lm_config.get_config(f"family={family},size=d128,notation={notation},train=all")
   config.data.train = str(data)
   config.data.batch_size = 16
   config.data.max_len = 512
@@ -100,9 +100,7 @@ def demo_config(family: str, notation: str, data: Path, epochs: int):
 
 
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
-    prog="python -m chessjax.lm.demo", description=__doc__.split("\n")[0]
-  )
+  ap = argparse.ArgumentParser(prog="python -m launch.demo_lm", description=__doc__.split("\n")[0])
   ap.add_argument("--workdir", default="runs/demo_lm")
   ap.add_argument("--family", default="slice")
   ap.add_argument("--epochs", type=int, default=2)
