@@ -19,8 +19,9 @@ the paper scores whole games), `--steps` steps, the family's Table 7 hyperparame
 (`chessjax.world_model.grid`: lr, beta2, weight decay, cosine floor; ablations take their main
 family's) with the warmup scaled to the run (Table 7 warmup x steps / 310,944, the steps of the
 paper's four-epoch stage-2 runs at batch 128), dropout as the family has it, validation every
-`--eval-every` steps. Seeds: `--seeds` for the four main families of Table 8, `--ablation-seeds` for the three ablations of Tables 9-10. Each run trains on one core
-(`taskset`, one XLA thread); `--cores 0,1` runs two at a time. Runs are ordered seed-major
+`--eval-every` steps. Seeds: `--seeds` for the four main families of Table 8, `--ablation-seeds`
+for the three ablations of Tables 9-10. Each run trains on one core (`taskset`, one XLA thread);
+`--cores 0,1` runs two at a time. Runs are ordered seed-major
 (seed 0 of every family first), so a partial sweep is already a complete ranking for fewer seeds.
 
 Resuming: a run is `WORK/runs/FAMILY_sSEED/`, a chessjax workdir; rerunning the command continues
