@@ -42,13 +42,14 @@ def main(argv=None) -> int:
   sys.path.insert(0, str(REPO))
   import jax
 
-  from chessjax import train, workdir
+  from chessjax import workdir
   from chessjax.lm import evaluate, probing
   from chessjax.models import count_params
+  from chessjax.step import build
   from configs import lm
 
   config = lm.get_config(f"family=gpt2,size={args.size},notation={args.notation}")
-  _, state, run = train.build(config, total_steps=1)
+  _, state, run = build(config, total_steps=1)
   restored = workdir.Restored(config=config, run=run, state=state, step=0)
   sets = Path(args.sets)
   scratch = tempfile.TemporaryDirectory(prefix="probe_rows_")  # Removed at exit.

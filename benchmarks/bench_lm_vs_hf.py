@@ -10,7 +10,7 @@ Each case is a GPT-2 size of `chessjax.models.gpt2.SIZES` (vocabulary 77, 512 po
 dropout 0.1, LayerNorm eps 1e-5, tanh GELU, tied head) and a batch `BxT` of random token ids
 without padding. One step, both sides:
 
-* chessjax: the training loop's own jitted step (`chessjax.train.build` of
+* chessjax: the training loop's own jitted step (`chessjax.step.build` of
   `configs/lm.py:family=gpt2,size=SIZE`): forward in train mode, mean token NLL, backward,
   global-norm clipping 1.0, AdamW (lr 5e-4, betas 0.9/0.999, eps 1e-8, decay 0.01 on every
   parameter) with the linear schedule, the non-finite guard;
@@ -71,13 +71,14 @@ print(json.dumps({"times": times[warmup:], "params": sum(p.numel() for p in mode
 OURS = r"""
 import json, sys, time
 import jax, jax.numpy as jnp, numpy as np
-from chessjax import evaluation, train
+from chessjax import evaluation
 from chessjax.models import count_params
+from chessjax.step import build
 from configs import lm
 size, B, T, warmup, iters = sys.argv[1], *(int(x) for x in sys.argv[2:6])
 config = lm.get_config(f"family=gpt2,size={size},notation=uci")
 config.train.epochs, config.train.steps = 0, 1000
-_, state, run = train.build(config, total_steps=1000)
+_, state, run = build(config, total_steps=1000)
 rng = np.random.default_rng(1)
 batch = {"inputs": rng.integers(3, 77, (B, T)).astype(np.int32),
          "targets": rng.integers(3, 77, (B, T)).astype(np.int32),

@@ -325,14 +325,14 @@ def _keys(keypath) -> tuple:
 
 def _fresh_run(family, data, args):
   """A chessjax Restored of the d128 cell with its initial parameters (a template)."""
-  from chessjax import train
+  from chessjax.step import build
   from chessjax.workdir import Restored
   from configs import cwm
 
   config = cwm.get_config(f"family={family},size=d128")
   config.data.train = str(data["train"])
   config.data.max_len = args.max_len
-  _, state, run = train.build(config)
+  _, state, run = build(config)
   return Restored(config=config, run=run, state=state, step=0)
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from chessjax import evaluation, train
+from chessjax import evaluation
 from chessjax.data import pipeline
 from chessjax.models import FAMILIES
+from chessjax.step import build
 from configs import cwm
 from data_prep import process_pgn
 
@@ -35,7 +36,7 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
   config.model.dtype = "float32"
   config.data.train = str(data)
   config.data.batch_size = batch_size
-  _, state, run = train.build(config)
+  _, state, run = build(config)
   it = pipeline.make_batches(
     str(data),
     "train",

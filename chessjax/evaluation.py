@@ -2,7 +2,7 @@
 
 Used by training-time validation (`accumulate`, the task's additive statistics) and by each
 track's evaluation command (`run_batches` with its own step, e.g. statistics plus per-game
-extras). `run` is a `chessjax.train.Run` (the task, compiled steps and shardings).
+extras). `run` is a `chessjax.step.StepFns` (the task, jitted steps and shardings).
 """
 
 import jax

@@ -5,10 +5,10 @@ XLA knows a compiled program's memory (`Compiled.memory_analysis()`: arguments, 
 temporaries of its buffer assignment) on every backend, the CPU included, without running it.
 The limit is the device's own (`memory_stats()["bytes_limit"]`) on an accelerator and, on a CPU,
 the memory the host has available (MemAvailable, capped by the cgroup's limit when there is one)
-plus what this process already holds. The training loop (`chessjax.train`) checks the first
-step's program and extrapolates to the run's longest batch (quadratically in its length: at
-worst attention's scores); when that estimate does not fit, it compiles the longest batch's step
-and checks it exactly.
+plus what this process already holds. The training loop (`chessjax.compile.check_memory`) checks
+the first step's program and extrapolates to the run's longest batch (quadratically in its
+length: at worst attention's scores); when that estimate does not fit, it compiles the longest
+batch's step and checks it exactly.
 """
 
 import os

@@ -1,14 +1,15 @@
 """The seam between the one training loop and a track: the `Task` protocol and `get_task`.
 
-`chessjax.train` knows nothing about chess states or tokens. It asks the task, which
-`config.task` names, for everything track-specific, in the way nanodo hands `get_loss_fn` to its
-trainer:
+The loop (`chessjax.train`, its step `chessjax.step`) knows nothing about chess states or
+tokens. It asks the task, which `config.task` names, for everything track-specific, in the way
+nanodo hands `get_loss_fn` to its trainer:
 
     task = get_task(config)        # config.task: "world_model" -> chessjax.world_model.task
     model = create_model(config.family, config.size, head=task.head, **task.model_kwargs, ...)
     batches = make_batches(path, split, task.rows, ...)    # training rows of the task's format
     val = make_eval_batches(path, split, task.eval_rows, ...)  # its validation/test rows
     loss = task.loss(model, batch, train=True)
+    weight = task.loss_weight(batch)                       # what `loss` pooled over (tokens)
     stats = task.eval_stats(model, batch)                  # additive, jittable
     acc = task.accumulator(); acc.add(stats); result = acc.result()
     line, scalars, images = task.summarize(result)         # for the log and TensorBoard
@@ -44,6 +45,14 @@ class Task(Protocol):
   batch_keys: tuple[str, ...]  # The arrays of a batch that the device needs.
 
   def loss(self, model: nnx.Module, batch: dict, *, train: bool) -> jax.Array: ...
+
+  def loss_weight(self, batch: dict) -> jax.Array:
+    """What `loss` divides the batch's summed per-token losses by (float32 scalar; token pooling).
+
+    Gradient accumulation (`chessjax.step.accumulated_loss_and_grads`) weighs each micro-batch's
+    loss by it, so that the micro-batches together give the whole batch's loss and gradient.
+    """
+    ...
 
   def eval_stats(self, model: nnx.Module, batch: dict) -> dict: ...
 

@@ -9,15 +9,15 @@ import json
 
 import ml_collections
 
-from chessjax import train
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.files import as_path
+from chessjax.step import StepFns, build
 
 
 @dataclasses.dataclass
 class Restored:
   config: ml_collections.ConfigDict
-  run: train.Run  # The task, jitted steps (eval_step, predict) and shardings.
+  run: StepFns  # The task, jitted steps (eval_step, predict) and shardings.
   state: dict  # The train state pytree (params, model_state, ...).
   step: int  # The checkpoint's training step.
 
@@ -44,7 +44,7 @@ def restore(workdir, which: str = "latest", *, step: int | None = None) -> Resto
   if which not in ("latest", "best"):
     raise ValueError(f"which must be 'latest' or 'best', got {which!r}")
   config = read_config(workdir)
-  _, state, run = train.build(config)
+  _, state, run = build(config)
   ckpt = Checkpointer(workdir, subdir="checkpoints" if which == "latest" else "best")
   try:
     if step is None:

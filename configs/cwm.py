@@ -88,12 +88,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.snapshot_every = 500  # Non-finite guard: roll back to this snapshot.
   c.train.max_bad_batches = 20  # Abort after this many consecutive non-finite batches.
   c.train.progress_seconds = 10.0  # A progress line at least this often between log lines.
-  # Memory (chessjax.train): the batch's gradient summed over this many slices of it (same step),
+  # Memory (chessjax.step): the batch's gradient summed over this many slices of it (same step),
   # and each block's activations recomputed in the backward pass.
   c.train.micro_batches = 1
   c.train.remat = False
   c.train.compilation_cache = "auto"  # chessjax.runtime: a per-user cache; "" for none.
-  c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread (chessjax.train).
+  c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread (chessjax.compile).
 
   if a["smoke"]:
     if "dtype" in c.model:

@@ -138,7 +138,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.snapshot_every = 500
   c.train.max_bad_batches = 20
   c.train.progress_seconds = 10.0
-  # Memory (chessjax.train): the batch's gradient summed over this many slices of it (same step),
+  # Memory (chessjax.step): the batch's gradient summed over this many slices of it (same step),
   # and each block's activations recomputed in the backward pass.
   c.train.micro_batches = 1
   c.train.remat = False

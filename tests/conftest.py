@@ -65,7 +65,7 @@ def optimized_xla():
 @pytest.fixture(autouse=True, scope="session")
 def one_device_mesh_by_default():
   """Training and evaluation in tests run on one device, as on a laptop, unless a test names its
-  devices (`train.build(..., devices=...)`): four virtual devices on two cores make every step
+  devices (`step.build(..., devices=...)`): four virtual devices on two cores make every step
   about twice as slow, and only the sharding tests need them."""
   from chessjax import sharding
 

@@ -1,6 +1,6 @@
 """Compilation where users wait: the length buckets a short run compiles (`merge_rare_buckets`,
 `data.min_bucket_batches`), the train step's lengths compiled ahead in a background thread
-(`train.StepCompiler`, `train.compile_ahead`): each shape compiled once, errors raised by the
+(`compile.StepCompiler`, `compile.compile_ahead`): each shape compiled once, errors raised by the
 loop, and the same training as compiling in the loop; and random bits lowered unrolled on the CPU
 (`runtime.unroll_threefry_on_cpu`): the same bits."""
 
@@ -15,6 +15,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from chessjax import compile as compiling
 from chessjax import runtime, train, workdir
 from chessjax.data.plan import Batching, BatchPlan, bucket_length, merge_rare_buckets
 from configs import cwm
@@ -135,7 +136,7 @@ def _batch(length):
 
 
 def _shape(length):
-  return train.batch_shape(_batch(length), ("x", "n"))
+  return compiling.batch_shape(_batch(length), ("x", "n"))
 
 
 def _wait_for(predicate):
@@ -147,7 +148,7 @@ def _wait_for(predicate):
 
 def test_step_compiler_compiles_each_shape_once_in_the_loop():
   step = FakeStep()
-  compiler = train.StepCompiler(step)
+  compiler = compiling.StepCompiler(step)
   assert compiler.ready(_shape(8)) is None
   assert compiler.get(_shape(8), STATE, _batch(8))(None, None) == 8
   assert compiler.ready(_shape(8))(None, None) == 8
@@ -159,7 +160,7 @@ def test_step_compiler_compiles_each_shape_once_in_the_loop():
 def test_step_compiler_ahead_waits_for_the_thread_and_never_compiles_twice():
   hold = {16: threading.Event()}
   step = FakeStep(hold=hold)
-  compiler = train.StepCompiler(step)
+  compiler = compiling.StepCompiler(step)
   compiler.get(_shape(8), STATE, _batch(8))
   compiler.start_ahead(STATE, _batch(8), ("x", "n"), iter([8, 16, 32, 64]))
   _wait_for(lambda: (16, "chessjax-compile-ahead") in step.calls)
@@ -182,7 +183,7 @@ def test_step_compiler_ahead_waits_for_the_thread_and_never_compiles_twice():
 
 def test_step_compiler_raises_background_errors_in_the_loop():
   step = FakeStep(fail=(16,))
-  compiler = train.StepCompiler(step)
+  compiler = compiling.StepCompiler(step)
   compiler.start_ahead(STATE, _batch(8), ("x", "n"), iter([16, 32]))
   _wait_for(lambda: compiler.ready(_shape(32)) is not None)
   with pytest.raises(RuntimeError, match="cannot compile length 16"):
@@ -196,7 +197,7 @@ def test_step_compiler_raises_background_errors_in_the_loop():
     yield 8
     raise ValueError("the plan broke")
 
-  compiler = train.StepCompiler(FakeStep())
+  compiler = compiling.StepCompiler(FakeStep())
   compiler.start_ahead(STATE, _batch(8), ("x", "n"), broken_plan())
   compiler.close()
   with pytest.raises(ValueError, match="the plan broke"):
@@ -207,17 +208,17 @@ def test_the_memory_check_keeps_the_longest_step_it_compiles():
   """When the longest batch's step, extrapolated from the first one's, may not fit, the check
   compiles it exactly; the loop then finds it compiled."""
   config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
-  run = SimpleNamespace(task=SimpleNamespace(batch_keys=("x", "n")))
   step = FakeStep()
-  compiler = train.StepCompiler(step)
+  compiler = compiling.StepCompiler(step)
   compiler.get(_shape(8), STATE, _batch(8))  # 1,000 + 800 bytes: 1,000 + 4 x 800 at length 16?
   config.train.memory_limit_gb = 3000 / 2**30
-  train._check_memory(config, run, STATE, _batch(8), compiler, 16)  # No: 1,000 + 1,600 fits.
+  keys = ("x", "n")
+  compiling.check_memory(config, keys, STATE, _batch(8), compiler, 16)  # No: 1,000 + 1,600 fits.
   assert compiler.ready(_shape(16)) is not None and [n for n, _ in step.calls] == [8, 16]
   config.train.memory_limit_gb = 5000 / 2**30
-  compiler = train.StepCompiler(step)
+  compiler = compiling.StepCompiler(step)
   compiler.get(_shape(8), STATE, _batch(8))
-  train._check_memory(config, run, STATE, _batch(8), compiler, 16)  # The estimate fits.
+  compiling.check_memory(config, keys, STATE, _batch(8), compiler, 16)  # The estimate fits.
   assert compiler.ready(_shape(16)) is None
 
 
@@ -225,19 +226,18 @@ def test_compile_ahead_setting(monkeypatch):
   config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
   for value, want in (("true", True), ("off", False), ("False", False), ("1", True)):
     config.train.compile_ahead = value
-    assert train.compile_ahead(config) is want
+    assert compiling.compile_ahead(config) is want
   for value in (True, False):  # A config built in code may hold a bool.
-    assert (
-      train.compile_ahead(ml_collections.ConfigDict({"train": {"compile_ahead": value}})) is value
-    )
+    in_code = ml_collections.ConfigDict({"train": {"compile_ahead": value}})
+    assert compiling.compile_ahead(in_code) is value
   config.train.compile_ahead = "auto"
-  monkeypatch.setattr(train, "_usable_cores", lambda: 1)
-  assert train.compile_ahead(config) is (jax.default_backend() != "cpu")
-  monkeypatch.setattr(train, "_usable_cores", lambda: 2)
-  assert train.compile_ahead(config) is True
+  monkeypatch.setattr(compiling, "_usable_cores", lambda: 1)
+  assert compiling.compile_ahead(config) is (jax.default_backend() != "cpu")
+  monkeypatch.setattr(compiling, "_usable_cores", lambda: 2)
+  assert compiling.compile_ahead(config) is True
   config.train.compile_ahead = "sometimes"
   with pytest.raises(ValueError, match="compile_ahead"):
-    train.compile_ahead(config)
+    compiling.compile_ahead(config)
 
 
 # Random bits lowered unrolled on the CPU (chessjax.runtime).
@@ -316,14 +316,14 @@ def test_compiling_ahead_trains_as_compiling_in_the_loop(
 ):
   """The same losses and parameters, bit for bit, with the second length's step compiled in the
   loop or ahead (made certain here: the loop waits for the thread before its first step)."""
-  start_ahead = train.StepCompiler.start_ahead
+  start_ahead = compiling.StepCompiler.start_ahead
 
   def start_and_finish(self, *args):
     start_ahead(self, *args)
     self._thread.join()
 
-  monkeypatch.setattr(train.StepCompiler, "start_ahead", start_and_finish)
-  caplog.set_level("INFO", logger="chessjax.train")
+  monkeypatch.setattr(compiling.StepCompiler, "start_ahead", start_and_finish)
+  caplog.set_level("INFO", logger="chessjax.compile")
   runs = {}
   for ahead in ("false", "true"):
     caplog.clear()
@@ -345,6 +345,7 @@ def test_compiling_ahead_trains_as_compiling_in_the_loop(
 
 def test_min_bucket_batches_compiles_fewer_lengths(small_dataset, tmp_path, caplog):
   caplog.set_level("INFO", logger="chessjax.train")
+  caplog.set_level("INFO", logger="chessjax.compile")
   config = _config(small_dataset, compile_ahead="false")
   config.data.min_bucket_batches = 100  # More than the run's 6 batches: one length, the longest.
   summary = train.train_and_evaluate(config, tmp_path / "merged")

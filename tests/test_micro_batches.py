@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from chessjax import evaluation, train
+from chessjax import evaluation, step
 from chessjax.task import get_task
 from configs import cwm
 from configs import lm as lm_config
@@ -53,7 +53,7 @@ def lm_batch(rng):
 def build(config, **train_keys):
   config = config.copy_and_resolve_references()
   config.train.update(train_keys)
-  return train.build(config, get_task(config), total_steps=10)
+  return step.build(config, get_task(config), total_steps=10)
 
 
 def one_step(config, batch, **train_keys):
@@ -67,7 +67,7 @@ def loss_and_grads(config, batch, n):
   """The step's loss and gradients over `n` micro-batches (before the optimizer)."""
   _, state, run = build(config)
   fn = jax.jit(
-    lambda p, s, b: train.accumulated_loss_and_grads(run.graphdef, run.task, p, s, b, n)[:2]
+    lambda p, s, b: step.accumulated_loss_and_grads(run.graphdef, run.task, p, s, b, n)[:2]
   )
   device = evaluation.device_batch(batch, run)
   return jax.device_get(fn(state["params"], state["model_state"], device))
@@ -99,8 +99,8 @@ def test_micro_batches_make_the_full_batch_step(task):
   for g, f in zip(leaves, full_leaves, strict=True):
     np.testing.assert_allclose(g, f, rtol=1e-4, atol=1e-6 * max(np.abs(f).max(), 1e-12))
   # The micro-batches hold different numbers of scored tokens, so 1/n weights would be wrong.
-  key = "weights" if "weights" in batch else "mask"
-  assert len({float(batch[key][i::4].sum()) for i in range(4)}) > 1
+  weight = get_task(config).loss_weight
+  assert len({float(weight({k: v[i::4] for k, v in batch.items()})) for i in range(4)}) > 1
   # The jitted train step (guard and optimizer around it) reports the same loss and norm.
   out_full, out = one_step(config, batch)[1], one_step(config, batch, micro_batches=4)[1]
   np.testing.assert_allclose(out["loss"], out_full["loss"], rtol=1e-6)
@@ -122,11 +122,11 @@ def test_micro_batches_must_divide_the_batch():
   config = world_model_config()
   config.train.micro_batches = 3
   with pytest.raises(ValueError, match="train.micro_batches=3 must be >= 1 and divide"):
-    train.build(config, get_task(config), total_steps=10)
+    step.build(config, get_task(config), total_steps=10)
 
 
 def test_remat_needs_a_residual_stack():
   config = lm_config.get_config("family=lstm,size=tiny,notation=uci,train=S")
   config.train.remat = True
   with pytest.raises(ValueError, match="no residual stack"):
-    train.build(config, get_task(config), total_steps=10)
+    step.build(config, get_task(config), total_steps=10)

@@ -6,7 +6,7 @@ are reported in docs/world_model.md, "Training parity with the released code".
 tests/data/step_parity.npz, made by tests/data/make_step_parity.py, holds 30 steps of the released
 training loop (its AdamW param groups, LambdaLR warmup + cosine, `compute_state_loss`,
 `clip_grad_norm_`) on tiny Transformer and SLiCE models from the golden-logits parameter values,
-on fixed padded batches of real games. Here chessjax's jitted `train.build(config)` step runs the
+on fixed padded batches of real games. Here chessjax's jitted `step.build(config)` step runs the
 same 30 steps from the same values with the matching `optim` block, and must give per step the
 same loss and gradient norm (before clipping), the same learning rate, and at the end the same
 parameters.
@@ -40,7 +40,8 @@ import pytest
 from conftest import REPO
 from flax import nnx
 
-from chessjax import evaluation, optim, train
+from chessjax import evaluation, optim
+from chessjax.step import build
 from configs import cwm
 
 _spec = importlib.util.spec_from_file_location(
@@ -95,7 +96,7 @@ def test_released_schedules():
 @pytest.mark.parametrize("name", parity.FAMILIES)
 def test_steps_equal_the_released_steps(name):
   config = parity_config(name)
-  _, state, run = train.build(config, devices=jax.devices()[:4])  # sharded, as measured
+  _, state, run = build(config, devices=jax.devices()[:4])  # sharded, as measured
   params = set_params(state["params"])
   state["params"] = params
   state["snapshot"]["params"] = jax.tree.map(jnp.copy, params)

@@ -16,9 +16,12 @@ import pytest
 from conftest import REPO
 
 from chessjax import evaluation, optim, train, workdir
+from chessjax.compile import StepCompiler
 from chessjax.data import pipeline
 from chessjax.data.rows import GameRows
 from chessjax.models import FAMILIES, SIZES, abstract_model, count_params
+from chessjax.step import build
+from chessjax.task import get_task
 from chessjax.world_model import grid
 from configs import cwm
 
@@ -93,7 +96,7 @@ def test_config_arg_sets_model_keys_typed_by_the_family():
   assert c.model.to_dict() == {"dtype": "bfloat16", "final_norm": True, "dropout": 0.0}
   c = lm.get_config("family=gated_deltanet,size=d128,model.layers=3,model.mlp_width=480")
   assert c.model.to_dict() == {"layers": 3, "mlp_width": 480}  # mlp_width's default is None
-  task = train.get_task(c)
+  task = get_task(c)
   model = abstract_model(c.family, c.size, head=task.head, **task.model_kwargs, **c.model)
   assert len(model.backbone.blocks) == 3 and count_params(model) == 875_001
   with pytest.raises(ValueError, match="unknown slice model key 'nope'"):
@@ -132,7 +135,37 @@ def test_weight_decay_mask_excludes_gdn_gates():
   assert sum(flat.values()) == len(flat) - len(off)
 
 
-def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
+class CrashingCompiler(StepCompiler):
+  """The loop's step compiler, whose programs die at the 7th step they run (after step 4's
+  checkpoint): a crash in the middle of a run."""
+
+  def __init__(self, jitted):
+    super().__init__(jitted)
+    self.calls = 0
+
+  def ready(self, shape):
+    compiled = super().ready(shape)
+    return None if compiled is None else _Crashing(compiled, self)
+
+  def get(self, shape, state, batch):
+    return _Crashing(super().get(shape, state, batch), self)
+
+
+class _Crashing:
+  def __init__(self, compiled, compiler: CrashingCompiler):
+    self.compiled, self.compiler = compiled, compiler
+
+  def __getattr__(self, name):  # memory_analysis, for the loop's memory check
+    return getattr(self.compiled, name)
+
+  def __call__(self, state, batch):
+    self.compiler.calls += 1
+    if self.compiler.calls == 7:
+      raise KeyboardInterrupt("simulated crash")
+    return self.compiled(state, batch)
+
+
+def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path):
   reference = train.train_and_evaluate(
     smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "a"
   )
@@ -140,25 +173,12 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
   assert math.isfinite(reference["validation"]["loss"])
   want = workdir.restore(tmp_path / "a").state
 
-  real_build = train.build
-
-  def crashing_build(config, task=None, **kwargs):  # Step 7 of this process dies (after 4's save).
-    model, state, run = real_build(config, task, **kwargs)
-    calls, step_fn = [0], run.train_step
-
-    def step(state, batch):
-      calls[0] += 1
-      if calls[0] == 7:
-        raise KeyboardInterrupt("simulated crash")
-      return step_fn(state, batch)
-
-    run.train_step = step
-    return model, state, run
-
-  monkeypatch.setattr(train, "build", crashing_build)
   with pytest.raises(KeyboardInterrupt):
-    train.train_and_evaluate(smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b")
-  monkeypatch.setattr(train, "build", real_build)
+    train.train_and_evaluate(
+      smoke_config(dataset, steps=8, checkpoint_every=4),
+      tmp_path / "b",
+      step_compiler=CrashingCompiler,
+    )
   resumed = train.train_and_evaluate(
     smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b"
   )
@@ -198,7 +218,7 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
 
 def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
-  _, state, run = train.build(config)
+  _, state, run = build(config)
   it = pipeline.make_batches(
     str(dataset), "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )
@@ -228,7 +248,7 @@ def run_losses(dataset, devices, steps=3) -> list[float]:
   c = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
   c.data.train, c.data.bucket_lengths = str(dataset), (128,)
   c.train.steps = 8  # The schedule of the 8-step runs above: one device reuses their program.
-  _, state, run = train.build(c, devices=devices)
+  _, state, run = build(c, devices=devices)
   it = pipeline.make_batches(
     c.data.train, "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )

@@ -16,7 +16,7 @@ test games' positions: accuracy on all squares, on non-empty squares (true class
 on squares that changed in the last move (label differs from the previous step's).
 
 Two references: the same probe on a randomly initialised model of the same architecture
-(`chessjax.train.build(config)`, the control: what the architecture and token identities give
+(`chessjax.step.build(config)`, the control: what the architecture and token identities give
 without training) and the majority-class baseline (per square, the most frequent class on the
 training positions).
 
@@ -39,7 +39,6 @@ import numpy as np
 import optax
 from flax import nnx
 
-from chessjax import train
 from chessjax.data import read_manifest
 from chessjax.data.source import GameSource
 from chessjax.encoding import PAD_ID
@@ -47,6 +46,7 @@ from chessjax.files import as_path, write_figure, write_json, write_text
 from chessjax.labels import NUM_PIECE_CLASSES
 from chessjax.lm import tokens as tk
 from chessjax.lm.evaluate import CHECKPOINTS, EVAL_DIR, default_checkpoint
+from chessjax.step import build
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ def probe_workdir(
   control_config = config.copy_and_resolve_references()
   if control_seed is not None:
     control_config.seed = int(control_seed)
-  _, control_state, _ = train.build(control_config, task)
+  _, control_state, _ = build(control_config, task)
   extract = partial(extract_features, pad_id=_pad_id(task), buckets=buckets, max_len=max_len)
   fit = {"steps": steps, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay}
   graphdef = restored.run.graphdef

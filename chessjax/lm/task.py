@@ -108,6 +108,10 @@ class LanguageModelTask:
     w = batch["weights"]
     return jnp.sum(nll * w) / jnp.maximum(jnp.sum(w), 1.0)
 
+  def loss_weight(self, batch: dict):
+    """The loss pools over the scored targets: the sum of their `weights`."""
+    return jnp.sum(batch["weights"].astype(jnp.float32))
+
   def eval_logits(self, logits):
     """Logits as evaluation scores them: piece letters masked for every non-AP model."""
     if self.notation == "ap":

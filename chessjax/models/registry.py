@@ -23,6 +23,7 @@ from flax import nnx
 
 from chessjax import encoding
 from chessjax.models import heads
+from chessjax.models.stack import Stack
 
 
 @runtime_checkable
@@ -123,6 +124,7 @@ def create_model(
   head: str = "state",
   vocab_size: int | None = None,
   tie_embeddings: bool = False,
+  remat: bool = False,
   **overrides,
 ) -> heads.Model:
   """Builds a family's model at a size, initialised from `seed` like the released code.
@@ -130,7 +132,8 @@ def create_model(
   `head="state"`: the world model, move ids -> 1878 state logits (`vocab_size` must be None or
   `encoding.MOVE_VOCAB_SIZE`; no tying). `head="tokens"`: a language model over `vocab_size`
   tokens, its head tied to the embedding iff `tie_embeddings` (else a Linear with bias, inits and
-  dtype as the family's state head). `overrides` are config keys (`model_config`).
+  dtype as the family's state head). `overrides` are config keys (`model_config`). `remat`:
+  the backbone's residual blocks recompute their activations in the backward pass (`_remat`).
 
   The backbone is built before the head from one `nnx.Rngs(seed)`, the order of the released
   models, so the state model's initial values are those of the released code for the seed.
@@ -149,6 +152,8 @@ def create_model(
   cfg = model_config(family, size, **overrides)
   rngs = nnx.Rngs(seed)
   backbone = module.build_backbone(cfg, vocab_size=vocab_size, rngs=rngs)
+  if remat:
+    _remat(backbone, family)
   options = module.head_options(cfg) if hasattr(module, "head_options") else {}
   if head == "state":
     out = heads.StateHead(cfg.d, rngs=rngs, **options)
@@ -156,6 +161,21 @@ def create_model(
     tie_to = backbone.embed if tie_embeddings else None
     out = heads.TokenHead(cfg.d, vocab_size, rngs=rngs, tie_to=tie_to, **options)
   return heads.Model(backbone, out)
+
+
+def _remat(backbone: nnx.Module, family: str) -> None:
+  """Rematerialisation: every residual stack (`stack.Stack`) of `backbone` keeps only each block's
+  input for the backward pass and recomputes the block's activations there (`nnx.remat`, i.e.
+  `jax.checkpoint`): activation memory of one block instead of all, for about one more forward
+  pass of compute. Same values; parameters and checkpoints are unchanged."""
+  stacks = [m for _, m in nnx.iter_modules(backbone) if isinstance(m, Stack)]
+  if not stacks:
+    raise ValueError(
+      f"remat: the {family} backbone ({type(backbone).__name__}) has no residual stack "
+      "(chessjax.models.stack.Stack) whose blocks could be recomputed"
+    )
+  for s in stacks:
+    s.remat = True
 
 
 def abstract_model(family: str, size: str, **kwargs) -> heads.Model:

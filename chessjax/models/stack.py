@@ -18,8 +18,8 @@ from flax import nnx
 
 
 class Stack(nnx.Module):
-  # Recompute each block's activations in the backward pass (`nnx.remat`); the training loop
-  # sets it for `train.remat` (`chessjax.train.set_remat`). Values and parameters are unchanged.
+  # Recompute each block's activations in the backward pass (`nnx.remat`); set when the model is
+  # built with `create_model(..., remat=True)` (`train.remat`). Values and parameters unchanged.
   remat: bool = False
 
   def __init__(self, cfg, *, embed, blocks, norm=None, embed_drop=None, pos_embed=None):

@@ -6,6 +6,8 @@ steps (Walker & Lyons, Chess-World-Model, sections 2.4 and 3.1). Batches are the
 they are (`chessjax.data.rows.GameRows`: moves, states, mask).
 """
 
+import jax.numpy as jnp
+
 from chessjax.data.rows import GameRows
 from chessjax.world_model import metrics, plots
 
@@ -20,6 +22,11 @@ class WorldModelTask:
   def loss(self, model, batch: dict, *, train: bool):
     logits = model(batch["moves"], train=train)
     return metrics.loss_fn(logits, batch["states"], batch["mask"])
+
+  def loss_weight(self, batch: dict):
+    """The loss pools over the batch's valid steps (`metrics.loss_fn`): their number (the 75
+    labels of each step are a constant factor, which the weighting cancels)."""
+    return jnp.sum(batch["mask"].astype(jnp.float32))
 
   def eval_stats(self, model, batch: dict) -> dict:
     logits = model(batch["moves"], train=False)

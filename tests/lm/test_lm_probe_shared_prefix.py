@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from chessjax import train, workdir
+from chessjax import workdir
 from chessjax.lm import continuations, evaluate, probing
 from chessjax.lm import tokens as tk
+from chessjax.step import build
 from configs import lm as lm_config
 from data_prep import probing_sets
 
@@ -88,7 +89,7 @@ def test_batching_and_order_match_the_reference_on_a_fake_model(lm_sets, notatio
 
 
 def _restored(config, state=None):
-  _, fresh, run = train.build(config, total_steps=1)
+  _, fresh, run = build(config, total_steps=1)
   return workdir.Restored(config=config, run=run, state=fresh if state is None else state, step=0)
 
 

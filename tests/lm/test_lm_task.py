@@ -15,6 +15,7 @@ from chessjax import optim, train, workdir
 from chessjax.data import source
 from chessjax.lm import tokens as tk
 from chessjax.lm.task import LanguageModelTask, TokenRows
+from chessjax.step import total_steps
 from configs import lm as lm_config
 from data_prep import lm_data
 
@@ -214,9 +215,9 @@ def test_run_length_keys_conflict_or_take_a_stated_precedence(lm_dataset, caplog
   assert (c.train.epochs, c.train.steps) == (10, 0)
   c = lm_config.get_config("family=slice,size=d128,steps=200")
   assert (c.train.epochs, c.train.steps) == (0, 200)
-  assert train.total_steps(c, epoch_steps=7) == 200
+  assert total_steps(c, epoch_steps=7) == 200
   c = lm_config.get_config("family=slice,size=d128,epochs=2")
-  assert (c.train.epochs, c.train.steps) == (2, 0) and train.total_steps(c, epoch_steps=7) == 14
+  assert (c.train.epochs, c.train.steps) == (2, 0) and total_steps(c, epoch_steps=7) == 14
   with pytest.raises(ValueError, match="both epochs=2 and steps=5"):
     lm_config.get_config("epochs=2,steps=5")
   # --config.train.steps=N on the command line without --config.train.epochs=0: refused.

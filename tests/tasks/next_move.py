@@ -52,6 +52,9 @@ class NextMoveTask:
     _, nll, m = self._nll(model, batch, train)
     return jnp.sum(nll * m) / jnp.maximum(m.sum(), 1.0)
 
+  def loss_weight(self, batch):
+    return jnp.sum(batch["mask"].astype(jnp.float32))
+
   def eval_stats(self, model, batch):
     logits, nll, m = self._nll(model, batch, False)
     hit = (jnp.argmax(logits, -1) == batch["targets"]).astype(jnp.float32)

@@ -1,0 +1,250 @@
+"""The pure training step of any task, and what builds it: `build(config)` gives the model, the
+initial train state and the jitted steps (`StepFns`).
+
+* `train_step(state, batch)`: one optimisation step with the non-finite guard of the
+  Chess-World-Model release inside it (no host sync): a batch whose loss or gradient norm is
+  non-finite is skipped; parameters that turn non-finite are rolled back to a snapshot taken every
+  `snapshot_every` steps. `train.micro_batches` > 1 accumulates the batch's gradient over that
+  many slices of it (`accumulated_loss_and_grads`): the same step, less activation memory.
+* `eval_step` (the task's additive statistics) and `predict` (logits) under the same model.
+* Data parallel over every device of every process: a 1-D mesh `("data",)`, parameters
+  replicated, the batch sharded over its rows; the state's buffers are donated to the step.
+* The schedule's lengths: `total_steps` (steps or whole epochs) and `warmup_steps`.
+
+The loop that drives these is `chessjax.train`; their compilation per batch shape is
+`chessjax.compile`.
+"""
+
+import dataclasses
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding
+
+from chessjax import optim, sharding
+from chessjax.models import create_model
+from chessjax.task import Task, get_task
+
+
+@dataclasses.dataclass
+class StepFns:
+  """The jitted step functions of one model and task, with the shardings they run under (what the
+  loop and every evaluator need besides the train state)."""
+
+  task: Task
+  graphdef: nnx.GraphDef
+  train_step: object  # jitted (state, batch) -> (state, outputs)
+  eval_step: object  # jitted (params, model_state, batch) -> the task's additive statistics
+  predict: object  # jitted (params, model_state, tokens int32[B, T]) -> logits float32[B, T, C]
+  state_sharding: object
+  data_sharding: NamedSharding
+
+
+def init_state(params, model_state, tx) -> dict:
+  """The train state pytree (everything a checkpoint must hold). No two leaves share a buffer,
+  since the step donates them all."""
+  zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731
+  return {
+    "step": zero(),
+    "params": params,
+    "model_state": model_state,  # Non-parameter model state (dropout RNG counters).
+    "opt_state": tx.init(params),
+    "snapshot": {"params": jax.tree.map(jnp.copy, params), "opt_state": tx.init(params)},
+    "bad_in_a_row": zero(),
+    "bad_batches": zero(),
+    "rollbacks": zero(),
+  }
+
+
+def _all_finite(tree) -> jax.Array:
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+  return jnp.all(jnp.stack(leaves))
+
+
+def _loss_and_grads(task: Task, model, batch: dict):
+  # nnx.value_and_grad (not jax's) so that dropout may advance the model's RNG counters inside
+  # the differentiated function; gradients are taken w.r.t. the nnx.Param variables only.
+  return nnx.value_and_grad(lambda m: task.loss(m, batch, train=True))(model)
+
+
+def accumulated_loss_and_grads(graphdef, task: Task, params, model_state, batch: dict, n: int):
+  """Loss and gradients of a batch computed over `n` micro-batches of `B / n` rows in turn
+  (`jax.lax.scan`, so only one micro-batch's activations live at a time).
+
+  The task's loss pools over tokens (summed per-token losses / tokens of the whole batch), so
+  micro-batch i, whose own loss is S_i / w_i, enters with weight w_i / sum(w) (`Task.loss_weight`):
+  sum_i (w_i / W) S_i / w_i = S / W, the full batch's loss, and likewise its gradient, to float
+  rounding. Micro-batch i holds rows i, i + n, i + 2n, ... so every device keeps its share of each
+  micro-batch under data parallelism. Dropout draws its masks per micro-batch: with dropout the
+  step is the batch's step in distribution, without it the same step.
+  """
+  if n == 1:
+    model = nnx.merge(graphdef, params, model_state)
+    loss, grads = _loss_and_grads(task, model, batch)
+    return loss, grads, nnx.state(model, nnx.Not(nnx.Param))
+
+  def split(x):
+    return x.reshape(x.shape[0] // n, n, *x.shape[1:]).swapaxes(0, 1)
+
+  micro = jax.tree.map(split, batch)
+
+  def body(carry, mb):
+    # The parameters travel in the carry (unchanged) so that the model is merged, and its
+    # dropout RNG counters advanced, at the scan's own trace level, as nnx requires.
+    params, loss_sum, grad_sum, weight_sum, model_state = carry
+    model = nnx.merge(graphdef, params, model_state)
+    loss, grads = _loss_and_grads(task, model, mb)
+    w = task.loss_weight(mb)
+    grad_sum = jax.tree.map(lambda a, g: a + w * g, grad_sum, grads)
+    model_state = nnx.state(model, nnx.Not(nnx.Param))
+    return (params, loss_sum + w * loss, grad_sum, weight_sum + w, model_state), None
+
+  zero = jnp.zeros((), jnp.float32)
+  grads0 = jax.tree.map(jnp.zeros_like, params)
+  (_, loss_sum, grad_sum, weight_sum, model_state), _ = jax.lax.scan(
+    body, (params, zero, grads0, zero, model_state), micro
+  )
+  scale = 1.0 / jnp.maximum(weight_sum, 1.0)
+  grads = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grad_sum)
+  return loss_sum * scale, grads, model_state
+
+
+def train_step(
+  graphdef, tx, task: Task, snapshot_every: int, state: dict, batch: dict, *, micro_batches=1
+):
+  """One optimisation step with the non-finite guard. Pure; jitted once per batch shape.
+  `micro_batches` > 1 accumulates the gradient over that many slices of the batch (same step,
+  less memory: `accumulated_loss_and_grads`)."""
+
+  loss, grads, model_state = accumulated_loss_and_grads(
+    graphdef, task, state["params"], state["model_state"], batch, micro_batches
+  )
+  grad_norm = optax.tree.norm(grads)
+  updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+  params = optax.apply_updates(state["params"], updates)
+
+  batch_ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+  params_ok = _all_finite(params)
+  keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(batch_ok, n, o), new, old)  # noqa: E731
+  params, opt_state = keep(params, state["params"]), keep(opt_state, state["opt_state"])
+  rollback = batch_ok & ~params_ok
+  snap = state["snapshot"]
+  back = lambda cur, old: jax.tree.map(lambda c, o: jnp.where(rollback, o, c), cur, old)  # noqa: E731
+  params, opt_state = back(params, snap["params"]), back(opt_state, snap["opt_state"])
+  step = state["step"] + 1
+  take = (step % snapshot_every) == 0
+  snap = jax.tree.map(
+    lambda c, o: jnp.where(take, c, o), {"params": params, "opt_state": opt_state}, snap
+  )
+  bad = ~batch_ok | rollback
+  new_state = {
+    "step": step,
+    "params": params,
+    "model_state": model_state,
+    "opt_state": opt_state,
+    "snapshot": snap,
+    "bad_in_a_row": jnp.where(bad, state["bad_in_a_row"] + 1, 0),
+    "bad_batches": state["bad_batches"] + bad,
+    "rollbacks": state["rollbacks"] + rollback,
+  }
+  # The host reads these a step late, after the next step has donated `new_state`: they must
+  # not be the state's buffers (XLA may hand back one buffer for two equal outputs), hence float.
+  out = {
+    "loss": loss,
+    "grad_norm": grad_norm,
+    "bad_in_a_row": new_state["bad_in_a_row"].astype(jnp.float32),
+    "bad_batches": new_state["bad_batches"].astype(jnp.float32),
+    "rollbacks": new_state["rollbacks"].astype(jnp.float32),
+  }
+  return new_state, out
+
+
+def eval_step(graphdef, task: Task, params, model_state, batch: dict) -> dict:
+  """The task's additive statistics of one batch under the model in evaluation mode."""
+  return task.eval_stats(nnx.merge(graphdef, params, model_state), batch)
+
+
+def predict(graphdef, params, model_state, tokens):
+  """The model's logits of `tokens` in evaluation mode, in float32."""
+  model = nnx.merge(graphdef, params, model_state)
+  return model(tokens, train=False).astype(jnp.float32)
+
+
+def micro_batches(config) -> int:
+  """`train.micro_batches` (default 1), checked against the global batch size."""
+  n = int(config.train.get("micro_batches", 1))
+  if n < 1 or config.data.batch_size % n:
+    raise ValueError(
+      f"train.micro_batches={n} must be >= 1 and divide data.batch_size={config.data.batch_size}"
+    )
+  return n
+
+
+def build_model(config: ml_collections.ConfigDict, task: Task) -> nnx.Module:
+  """The config's model under the task's head; `train.remat` builds it rematerialised."""
+  return create_model(
+    config.family,
+    config.size,
+    seed=config.seed,
+    head=task.head,
+    remat=config.get("train", {}).get("remat", False),
+    **task.model_kwargs,
+    **config.model.to_dict(),
+  )
+
+
+def build(
+  config: ml_collections.ConfigDict, task: Task | None = None, *, devices=None, total_steps=None
+):
+  """Model, initial train state and jitted steps (`StepFns`) for a config, data parallel over
+  `devices` (default: every device of every process). `total_steps` sets the learning-rate
+  schedule's length (default `config.train.steps`)."""
+  task = get_task(config) if task is None else task
+  model = build_model(config, task)
+  graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
+  total = config.train.steps if total_steps is None else total_steps
+  tx = optim.make_optimizer(config.optim, total, params, warmup_steps=warmup_steps(config, total))
+  mesh = sharding.make_mesh(devices)
+  replicated = sharding.replicated(mesh)
+  state = jax.device_put(init_state(params, model_state, tx), replicated)
+  state_sharding = jax.tree.map(lambda x: x.sharding, state)
+  fns = StepFns(
+    task=task,
+    graphdef=graphdef,
+    train_step=jax.jit(
+      partial(
+        train_step,
+        graphdef,
+        tx,
+        task,
+        config.train.snapshot_every,
+        micro_batches=micro_batches(config),
+      ),
+      out_shardings=(state_sharding, replicated),
+      donate_argnums=0,
+    ),
+    eval_step=jax.jit(partial(eval_step, graphdef, task), out_shardings=replicated),
+    predict=jax.jit(partial(predict, graphdef)),
+    state_sharding=state_sharding,
+    data_sharding=sharding.batch_sharding(mesh),
+  )
+  return model, state, fns
+
+
+def total_steps(config, epoch_steps: int) -> int:
+  """`train.epochs` epochs of `epoch_steps` batches when set (> 0), else `train.steps`."""
+  epochs = config.train.get("epochs", 0)
+  return int(epochs * epoch_steps) if epochs else int(config.train.steps)
+
+
+def warmup_steps(config, total: int) -> int:
+  """`optim.warmup_fraction` of the run's `total` steps when set (> 0), else `optim.warmup_steps`.
+
+  (Toshniwal et al. warm up over 10% of a 10-epoch horizon, which an early stop may cut short.)
+  """
+  fraction = config.optim.get("warmup_fraction", 0.0)
+  return max(int(round(fraction * total)), 1) if fraction else int(config.optim.warmup_steps)
