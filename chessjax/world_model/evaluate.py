@@ -443,8 +443,8 @@ def results_markdown(results: dict[str, dict], run_dir) -> str:
 
 
 def strata_markdown(results: dict[str, dict]) -> list[str]:
-  """Lines of the strata table: ExactState and the worst label group on the hard steps
-  (`chessjax.world_model.strata`), beside the split's overall ExactState."""
+  """Lines of the strata table: ExactState, the squares' accuracy and the worst label group on
+  the hard steps (`chessjax.world_model.strata`), beside the split's overall ExactState."""
   lines = [
     "",
     "## Hard steps (strata): ExactState % and the worst label group",
@@ -452,8 +452,8 @@ def strata_markdown(results: dict[str, dict]) -> list[str]:
     "Steps where a capture, check, king move, promotion, lost castling right or legal en-passant "
     "capture happens, and the steps right after (`after_`); overall ExactState for comparison.",
     "",
-    "| dataset | stratum | steps | ExactState % | vs overall | worst group (accuracy %) |",
-    "|---|---|---:|---:|---:|---|",
+    "| dataset | stratum | steps | ExactState % | vs overall | pieces % | worst group (acc. %) |",
+    "|---|---|---:|---:|---:|---:|---|",
   ]
   for name, r in results.items():
     if "strata" not in r:  # Results written before strata existed.
@@ -461,13 +461,13 @@ def strata_markdown(results: dict[str, dict]) -> list[str]:
     overall = 100 * r["exact_state"]
     for stratum, s in r["strata"].items():
       if not s["steps"]:
-        lines.append(f"| {name} | {stratum} | 0 | - | - | - |")
+        lines.append(f"| {name} | {stratum} | 0 | - | - | - | - |")
         continue
       exact = 100 * s["exact_state"]
       group, acc = min(s["groups"].items(), key=lambda kv: kv[1])
       lines.append(
         f"| {name} | {stratum} | {s['steps']:,} | {exact:.2f} | {exact - overall:+.2f} | "
-        f"{group} ({100 * acc:.2f}) |"
+        f"{100 * s['groups']['pieces']:.2f} | {group} ({100 * acc:.2f}) |"
       )
   return lines
 
