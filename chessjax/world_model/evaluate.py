@@ -23,7 +23,8 @@ every evaluator of a workdir) is scored on every game of each split (truncated t
                    shaded, wrong labels listed underneath
 Files are written atomically (locally a temporary file, then rename; an object store replaces
 whole objects) and only by JAX process 0. JSON values that are not
-finite (a diverged model's loss) are written as `chessjax.files.json_text` writes them.
+finite (a diverged model's loss) are written as `NaN`/`Infinity`, the policy of
+`chessjax.files.json_text`.
 
 One jitted function per batch runs the model once and returns both the additive statistics of
 `metrics.batch_stats` (the same as training-time validation) and each game's argmax labels at its
@@ -218,8 +219,6 @@ def evaluate(
     resolved[name] = (path if is_url(path) else Path(path), resolve_split(path, split))
   if restored is None:
     which = workdir.default_checkpoint(run_dir) if which is None else which
-    if which not in workdir.CHECKPOINTS:
-      raise ValueError(f"checkpoint must be one of {workdir.CHECKPOINTS}, got {which!r}")
     restored = workdir.restore(run_dir, which)
   chief = jax.process_index() == 0
   out_dir = as_path(run_dir) / workdir.EVAL_DIR
