@@ -205,11 +205,6 @@ def _is_rook_capture_castling(board: chess.Board, move: chess.Move) -> bool:
   )
 
 
-def state_of_board(board: chess.Board, ep_mode: str = "pseudo") -> np.ndarray:
-  """uint8[75] labels of a single python-chess position (standard or atomic board)."""
-  return states_from_snapshots([snapshot(board, ep_mode)])[0]
-
-
 def labels_to_fen(states_row) -> str:
   """The full FEN described by one label row (exact inverse of the encoding). FEN is the same for
   both variants; a row may lack a king (atomic: exploded)."""

@@ -39,9 +39,24 @@ def write_text(path, text: str) -> None:
   os.replace(tmp, path)
 
 
-def write_json(path, obj) -> None:
-  """Writes `obj` as indented JSON (one trailing newline) to `path` atomically."""
-  write_text(path, json.dumps(obj, indent=2) + "\n")
+def json_text(obj, *, flat: bool = False) -> str:
+  """`obj` as JSON text with one trailing newline: indented, or with `flat` one top-level key per
+  line and each value on one line (a per-game list of thousands of numbers stays one line).
+
+  The one policy for numbers that are not finite (a diverged run's loss or perplexity): they are
+  written as `NaN`, `Infinity` and `-Infinity`, the tokens Python's `json` writes and reads back
+  as floats, so a file reads back to the numbers it was written from. Strict JSON parsers (a
+  browser's `JSON.parse`) reject these tokens; every reader of these files here is Python.
+  """
+  if not flat:
+    return json.dumps(obj, indent=2, allow_nan=True) + "\n"
+  items = [f"  {json.dumps(k)}: {json.dumps(v, allow_nan=True)}" for k, v in obj.items()]
+  return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+def write_json(path, obj, *, flat: bool = False) -> None:
+  """Writes `json_text(obj, flat=flat)` to `path` atomically (non-finite numbers: `json_text`)."""
+  write_text(path, json_text(obj, flat=flat))
 
 
 def write_figure(path, fig) -> None:

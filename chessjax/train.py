@@ -33,6 +33,7 @@ import jax
 import ml_collections
 
 from chessjax import evaluation, logs, optim
+from chessjax import workdir as workdir_lib
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.compile import StepCompiler, batch_shape, check_memory, compile_ahead
 from chessjax.data import pipeline, read_manifest
@@ -309,13 +310,12 @@ def _validation_batches(config, task: Task) -> list[dict]:
       "no %r split in %s: no validation during training", config.data.val_split, config.data.train
     )
     return []
-  it = pipeline.make_eval_batches(
+  it = workdir_lib.eval_batches(
+    config,
+    task.eval_rows,
     config.data.train,
     config.data.val_split,
-    task.eval_rows,
     batch_size=config.data.batch_size,
-    bucket_lengths=tuple(config.data.bucket_lengths),
-    max_len=config.data.max_len,
     sort_by_length=False,
   )
   batches = []

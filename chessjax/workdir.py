@@ -1,17 +1,35 @@
-"""A training workdir read back for evaluation: its config, task, compiled steps and newest state.
+"""A training workdir read back for evaluation, and the conventions every evaluator of one shares.
 
-restored = restore("runs/slice_d256")            # or gs://bucket/runs/slice_d256
+restored = restore("runs/slice_d256", default_checkpoint("runs/slice_d256"))  # or gs://bucket/...
 logits = restored.run.predict(restored.state["params"], restored.state["model_state"], tokens)
+
+A workdir is a directory holding `config.json` (`find_workdirs`), its checkpoints under
+`checkpoints/` and, when training validated, the best one under `best/` (`CHECKPOINTS`). Every
+evaluation (`chessjax.world_model.evaluate`, `chessjax.lm.evaluate`, `chessjax.lm.token_roles`,
+`chessjax.lm.linear_probe`, the atomic track's LM picker) scores the best checkpoint when there
+is one, else the newest (`default_checkpoint`), reads its datasets from `--data NAME=PATH[:SPLIT]`
+(`parse_datasets`), batches them as the run's config batched its validation (`eval_batches`) and
+writes its reports under WORKDIR/eval/ (`EVAL_DIR`).
 """
 
 import dataclasses
 import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
+import jax
 import ml_collections
 
 from chessjax.checkpointing import Checkpointer, abstract_like
+from chessjax.data import pipeline
+from chessjax.data.source import parse_data_arg
 from chessjax.files import as_path
 from chessjax.step import StepFns, build
+
+EVAL_DIR = "eval"  # WORKDIR/eval/: the reports of every evaluation of a workdir.
+CHECKPOINTS = ("best", "latest")  # WORKDIR/best (kept by validation), WORKDIR/checkpoints.
+SKIP_DIRS = {"checkpoints", "best", EVAL_DIR, "tb", "boards"}  # Never a workdir inside.
 
 
 @dataclasses.dataclass
@@ -59,3 +77,60 @@ def restore(workdir, which: str = "latest", *, step: int | None = None) -> Resto
     raise FileNotFoundError(f"{workdir} has no readable {which} checkpoint")
   step, state, _ = restored
   return Restored(config=config, run=run, state=state, step=step)
+
+
+def default_checkpoint(run_dir) -> str:
+  """ "best" when the workdir has a best checkpoint (WORKDIR/best, kept by validation), else
+  "latest": the checkpoint every evaluation of a workdir scores unless told otherwise."""
+  best = as_path(run_dir) / "best"
+  return "best" if best.is_dir() and any(best.iterdir()) else "latest"
+
+
+def find_workdirs(roots: Iterable) -> list[Path]:
+  """Every directory under `roots` (the roots included) that holds a `config.json`, sorted."""
+  found = set()
+  for root in roots:
+    root = Path(root)
+    if not root.is_dir():
+      raise FileNotFoundError(f"{root} is not a directory")
+    for dirpath, dirnames, filenames in os.walk(root):
+      dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+      if "config.json" in filenames:
+        found.add(Path(dirpath))
+        dirnames[:] = []  # A workdir holds no other workdir.
+  return sorted(found)
+
+
+def parse_datasets(texts: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+  """{name: (path, split or None)} of `--data NAME=PATH[:SPLIT]` arguments
+  (`chessjax.data.source.parse_data_arg`); a name given twice is an error."""
+  datasets = {}
+  for text in texts:
+    name, path, split = parse_data_arg(text)
+    if name in datasets:
+      raise ValueError(f"dataset name {name!r} given twice")
+    datasets[name] = (path, split)
+  return datasets
+
+
+def device_batch_size(batch_size: int) -> int:
+  """`batch_size` rounded up to a multiple of the device count: evaluation rows shard over every
+  device."""
+  devices = jax.device_count()
+  return -(-int(batch_size) // devices) * devices
+
+
+def eval_batches(config, rows, path, split: str, *, batch_size: int, max_len=None, **kwargs):
+  """One pass over a dataset split in the task's evaluation `rows` (`pipeline.make_eval_batches`),
+  cut and bucketed as the run's `config` says (`data.bucket_lengths`, `data.max_len`, unless
+  `max_len` scores longer or shorter prefixes), so evaluation compiles the shapes training
+  validated with. `kwargs`: `max_games`, `sort_by_length` and the rest of `make_eval_batches`'."""
+  return pipeline.make_eval_batches(
+    path,
+    split,
+    rows,
+    batch_size=batch_size,
+    bucket_lengths=tuple(config.data.bucket_lengths),
+    max_len=config.data.max_len if max_len is None else max_len,
+    **kwargs,
+  )

@@ -49,6 +49,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from chessjax.workdir import find_workdirs
 from chessjax.world_model import grid, selection
 from chessjax.world_model.selection import RunRecord
 from configs import cwm
@@ -390,7 +391,7 @@ def collect(root: str | Path, log=None) -> list[dict]:
   if not root.is_dir():
     raise SweepError(f"--collect: {root} is not a directory")
   rows = []
-  for workdir in selection.find_workdirs([root]):
+  for workdir in find_workdirs([root]):
     name = workdir.relative_to(root) if workdir != root else workdir.name
     try:
       run = selection.read_run(workdir)

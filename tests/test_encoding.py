@@ -8,6 +8,7 @@ import chess
 import numpy as np
 import pytest
 from conftest import SAMPLE_PGN
+from encoding_helpers import state_of_board
 
 from chessjax import encoding, pgn_reader
 from chessjax.encoding import (
@@ -190,11 +191,11 @@ def test_clocks_at_100_plies_and_fullmove_high_byte():
 def test_en_passant_modes_with_pins(fen, pseudo, legal):
   board = chess.Board(fen)
   for mode, expected in (("pseudo", pseudo), ("legal", legal)):
-    row = encoding.state_of_board(board, mode)
+    row = state_of_board(board, mode)
     assert row.tolist() == oracle_state(board, mode)
     assert labels_to_fen(row).split()[3] == expected
     # The native path's legal-mode filter decides the same from the labels alone.
-    row = encoding.state_of_board(board, "pseudo")[None].copy()
+    row = state_of_board(board, "pseudo")[None].copy()
     if mode == "legal":
       pgn_reader._clear_illegal_ep(row, np.array([0]))
       assert labels_to_fen(row[0]).split()[3] == expected

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
 from chessjax.atomic.answer_log import AnswerLog, answer_key
-from chessjax.atomic.prompts import Query
+from chessjax.atomic.prompts import Query, answer_row
 
 TOOL_NAME = "submit_move"
 EFFORTS = ("none", "high")
@@ -403,13 +403,10 @@ def call_with_retries(provider, query: Query, *, max_attempts: int, backoff: Bac
 # A run
 
 
-def answer_row(query: Query, provider, outcome: Outcome) -> dict:
+def answer(provider, outcome: Outcome) -> dict:
+  """What an answered request adds to its answer row (`prompts.answer_row`; module docstring)."""
   reply = outcome.reply
   return {
-    "fen": query.fen,
-    "variant": query.variant,
-    "prompt": query.prompt_kind,
-    "model": provider.model,
     "reasoning_effort": provider.effort or "",
     "move": reply.move,
     "failure": reply.failure,
@@ -449,15 +446,7 @@ def answer_all(
   result = RunResult()
   todo = []
   for q in queries:
-    key = answer_key(
-      {
-        "fen": q.fen,
-        "variant": q.variant,
-        "prompt": q.prompt_kind,
-        "model": provider.model,
-        "reasoning_effort": provider.effort or "",
-      }
-    )
+    key = answer_key(answer_row(q, provider.model, {"reasoning_effort": provider.effort or ""}))
     if log.has(key):
       result.skipped += 1
     else:
@@ -487,7 +476,7 @@ def answer_all(
           if outcome.fatal and not stop.is_set():
             stop.set()
             result.stopped = outcome.error
-        elif log.append(answer_row(q, provider, outcome)):
+        elif log.append(answer_row(q, provider.model, answer(provider, outcome))):
           result.answered += 1
         nxt = next(queue, None)
         if nxt is not None:

@@ -10,11 +10,12 @@ its standard-chess prior restricted to moves atomic rules allow.
 
 A candidate's score is log P(move tokens | `<s>` + history tokens) under the model: the summed
 log-probabilities of its from-square, to-square and promotion tokens (AP models: the piece letter
-before them, castling without one, as `chessjax.lm.tokens` writes games), with the six piece
-logits masked for every non-AP model as its evaluation does. Positions carry their history from
-the start of their source game (`moves`, played under `game_variant`; `data_prep.atomic_positions`
-records both); the history must reach the position's FEN. All candidates of a position run as one
-batch, padded to a multiple of 32 tokens and 8 rows (few shapes to compile).
+before them, castling without one, as `chessjax.lm.tokens` writes games), with the logits scored
+as the model's evaluation scores them (`task.eval_logits`: the six piece logits masked for every
+non-AP model). Positions carry their history from the start of their source game (`moves`,
+played under `game_variant`; `data_prep.atomic_positions` records both); the history must reach
+the position's FEN. All candidates of a position run as one batch, padded to a multiple of 32
+tokens and 8 rows (few shapes to compile).
 """
 
 from collections.abc import Sequence
@@ -51,19 +52,18 @@ def _letter(board: chess.Board, move: chess.Move) -> str | None:
 
 
 def move_log_probs(
-  predict, vocab, prefix: Sequence[int], candidates: Sequence[Sequence[int]], *, mask_pieces: bool
+  predict, vocab, prefix: Sequence[int], candidates: Sequence[Sequence[int]], *, eval_logits
 ) -> np.ndarray:
   """log P(candidate tokens | prefix) float64[K] under `predict(tokens int32[B, T]) -> logits
-  [B, T, V]` (one batch; padded with `<pad>` after each sequence, which a causal model ignores)."""
+  [B, T, V]` as `eval_logits` (the task's) scores them (one batch; padded with `<pad>` after each
+  sequence, which a causal model ignores)."""
   lengths = [len(prefix) + len(c) for c in candidates]
   width = -(-max(lengths) // WIDTH_MULTIPLE) * WIDTH_MULTIPLE
   rows = -(-len(candidates) // ROW_MULTIPLE) * ROW_MULTIPLE
   tokens = np.full((rows, width), vocab.pad_id, dtype=np.int32)
   for i, c in enumerate(candidates):
     tokens[i, : lengths[i]] = [*prefix, *c]
-  logits = np.asarray(predict(tokens), dtype=np.float64)
-  if mask_pieces:
-    logits[..., vocab.piece_ids] = -np.inf
+  logits = eval_logits(np.asarray(predict(tokens), dtype=np.float64))
   mx = logits.max(axis=-1, keepdims=True)
   log_probs = logits - (np.log(np.exp(logits - mx).sum(axis=-1, keepdims=True)) + mx)
   out = np.zeros(len(candidates))
@@ -78,9 +78,8 @@ class LMPicker:
 
   def __init__(self, workdir, *, which: str | None = None, name: str | None = None):
     from chessjax import workdir as workdirs
-    from chessjax.lm import evaluate
 
-    which = which or evaluate.default_checkpoint(workdir)
+    which = which or workdirs.default_checkpoint(workdir)
     self.restored = workdirs.restore(workdir, which)
     task = self.restored.task
     if not hasattr(task, "vocab") or not hasattr(task, "notation"):
@@ -116,7 +115,11 @@ class LMPicker:
     if len(prefix) + max(len(c) for c in candidates) > self.max_len:
       return {"move": "", "reply": f"history longer than the model's {self.max_len} tokens"}
     scores = move_log_probs(
-      self.restored.predict, self.vocab, prefix, candidates, mask_pieces=self.notation != "ap"
+      self.restored.predict,
+      self.vocab,
+      prefix,
+      candidates,
+      eval_logits=self.restored.task.eval_logits,
     )
     best = int(np.argmax(scores))
     return {"move": legal[best], "lm_log_prob": float(scores[best]), "lm_step": self.restored.step}

@@ -25,8 +25,6 @@ history from the source game's start) and returns an answer row for `chessjax.at
                  resumable (rerun the same command after a crash; answered questions are
                  skipped), `--concurrency` requests in flight, retries with backoff
   LMPicker       a chessjax language model's most likely legal move (`chessjax.atomic.lm_picker`)
-  LLMPicker      any other language model behind the `LLMClient` interface (prompt in, text out);
-                 the reply's last UCI-looking token is the move.
 
 Answers of external models need no picker: write them as answer JSONL (see
 `chessjax.atomic.scoring`).
@@ -36,18 +34,14 @@ import argparse
 import hashlib
 import json
 import random
-import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from chessjax.atomic import prompts
 from chessjax.atomic.engines import EngineMissingError, EnginePool, cache_arg, variant_pools
-from chessjax.atomic.prompts import Query
+from chessjax.atomic.prompts import Query, answer_row
 from chessjax.files import read_jsonl, write_text
-
-_UCI_TOKEN = re.compile(r"\b([a-h][1-8][a-h][1-8][qrbn]?)\b")
 
 
 class MovePicker(Protocol):
@@ -55,18 +49,6 @@ class MovePicker(Protocol):
 
   def pick(self, query: Query) -> dict:
     """{"move": uci, ...optional "reasoning_effort", "tokens", "reply"}."""
-
-
-def answer_row(picker: MovePicker, query: Query) -> dict:
-  """The answer JSON object `chessjax.atomic.report` reads."""
-  out = picker.pick(query)
-  return {
-    "fen": query.fen,
-    "variant": query.variant,
-    "prompt": query.prompt_kind,
-    "model": picker.name,
-    **out,
-  }
 
 
 class RandomPicker:
@@ -98,44 +80,11 @@ class EnginePicker:
     return {"move": analysis.best.move if analysis.lines else ""}
 
 
-@dataclass(frozen=True)
-class LLMReply:
-  text: str
-  output_tokens: int | None = None
-
-
-class LLMClient(Protocol):
-  def complete(self, prompt: str, *, legal_moves: Sequence[str]) -> LLMReply:
-    """The model's reply to one prompt (legal_moves lets a client constrain a tool schema)."""
-
-
-def parse_move(text: str) -> str:
-  """The last UCI-looking token of a reply (lower-cased), or the stripped reply if there is none."""
-  found = _UCI_TOKEN.findall(text.lower())
-  return found[-1] if found else text.strip()
-
-
-class LLMPicker:
-  """A language model answering the paper's prompts through an `LLMClient`."""
-
-  def __init__(self, client: LLMClient, model: str, reasoning_effort: str = ""):
-    self.client, self.name, self.reasoning_effort = client, model, reasoning_effort
-
-  def pick(self, query: Query) -> dict:
-    reply = self.client.complete(query.prompt, legal_moves=query.legal_moves)
-    return {
-      "move": parse_move(reply.text),
-      "reasoning_effort": self.reasoning_effort,
-      "tokens": reply.output_tokens,
-      "reply": reply.text,
-    }
-
-
 def answer_positions(
   picker: MovePicker, positions: Sequence[dict], conditions: Sequence[str]
 ) -> list[dict]:
   """One answer per position and condition, in file order."""
-  return [answer_row(picker, query) for query in queries(positions, conditions)]
+  return [answer_row(q, picker.name, picker.pick(q)) for q in queries(positions, conditions)]
 
 
 def queries(positions: Sequence[dict], conditions: Sequence[str]) -> list[Query]:

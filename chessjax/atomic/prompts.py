@@ -129,3 +129,16 @@ class Query:
   @property
   def legal_moves(self) -> list[str]:
     return legal_moves(self.fen, self.variant)
+
+
+def answer_row(query: Query, model: str, answer: dict) -> dict:
+  """The answer JSON object `chessjax.atomic.report` reads, for every picker (`pickers`, the API
+  runs of `llm`): the question (`fen`, `variant`, `prompt`), the `model` that answered, then what
+  it answered (`move` and whatever else the picker records)."""
+  return {
+    "fen": query.fen,
+    "variant": query.variant,
+    "prompt": query.prompt_kind,
+    "model": model,
+    **answer,
+  }

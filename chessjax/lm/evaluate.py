@@ -20,7 +20,7 @@ WORKDIR/eval/ receives `results.json`, `results.md` (the paper's table layout) a
 (one line per task and row: prompt prefix, piece and start square, answers, the model's top-1
 token, its error category, Table 13 case and path length; `probe_result`). Files
 are written atomically by process 0. The conventions are those of every evaluation of a workdir
-(`chessjax.lm.linear_probe` too): reports under WORKDIR/eval/, the best checkpoint by default
+(`chessjax.workdir`): reports under WORKDIR/eval/, the best checkpoint by default
 (`default_checkpoint`).
 """
 
@@ -34,8 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from chessjax import evaluation, runtime, workdir
-from chessjax.data import pipeline
-from chessjax.data.source import parse_data_arg, resolve_split
+from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json, write_text
 from chessjax.lm import continuations, probing
 
@@ -45,17 +44,6 @@ TASK_NAMES = {
   "start_actual": "Start-Actual",
   "start_other": "Start-Other",
 }
-
-
-EVAL_DIR = "eval"  # WORKDIR/eval/: the reports of every evaluation of a workdir
-CHECKPOINTS = ("best", "latest")
-
-
-def default_checkpoint(run_dir) -> str:
-  """ "best" when the workdir has a best checkpoint (WORKDIR/best, kept by validation), else
-  "latest": the default of every evaluation of a workdir."""
-  best = as_path(run_dir) / "best"
-  return "best" if best.is_dir() and any(best.iterdir()) else "latest"
 
 
 def _next_token(predict, params, model_state, tokens, lengths):
@@ -74,15 +62,12 @@ def next_token_fn(restored):
 
 def perplexity(restored, path, split: str, *, batch_size: int) -> dict:
   """Per-move loss and perplexity of a dataset split (the task's evaluation rows)."""
-  config, task = restored.config, restored.task
-  batch_size = -(-min(batch_size, 10**9) // jax.device_count()) * jax.device_count()
-  batches = pipeline.make_eval_batches(
+  batches = workdir.eval_batches(
+    restored.config,
+    restored.task.eval_rows,
     path,
     split,
-    task.eval_rows,
-    batch_size=batch_size,
-    bucket_lengths=tuple(config.data.bucket_lengths),
-    max_len=config.data.max_len,
+    batch_size=workdir.device_batch_size(batch_size),
   )
   try:
     result = evaluation.accumulate(restored.run, restored.state, batches)
@@ -103,7 +88,7 @@ def probe(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[dict]]:
   logits = probing.task_logits(
     end_rows, start_rows, fn, task.vocab, notation=task.notation, batch_size=batch_size
   )
-  return probe_result(end_rows, start_rows, logits, task.vocab, task.notation)
+  return probe_result(end_rows, start_rows, logits, task)
 
 
 def probe_reference(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[dict]]:
@@ -119,21 +104,23 @@ def probe_reference(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[
     notation=task.notation,
     batch_size=batch_size,
   )
-  return probe_result(end_rows, start_rows, logits, task.vocab, task.notation)
+  return probe_result(end_rows, start_rows, logits, task)
 
 
-def probe_result(end_rows, start_rows, logits: dict, vocab, notation: str):
-  """(scores, per-row records) of per-task logits (`probing.task_logits`). A record holds the
+def probe_result(end_rows, start_rows, logits: dict, task):
+  """(scores, per-row records) of per-task logits (`probing.task_logits`) under the language-model
+  `task` (its vocab, notation and `eval_logits`). A record holds the
   prompt (prefix, `piece` letter, End tasks' `start` square; `start` None for Start tasks), the
   answers, the model's top-1 token and, for End tasks, its `error` category (None when legal),
   Table 13's `pseudo_legal_case` and the top-1's `path_length` (`probing.end_row_details`)."""
+  vocab = task.vocab
   boards = probing.boards_after(end_rows) if any(n.startswith("end") for n in logits) else None
   results = probing.score_tasks(
-    end_rows, start_rows, logits, vocab, notation=notation, boards=boards
+    end_rows, start_rows, logits, vocab, notation=task.notation, boards=boards
   )
   records = []
   for name, task_logits in logits.items():
-    scored = probing.masked(task_logits, vocab, notation)
+    scored = task.eval_logits(task_logits)
     top1 = np.argmax(scored, axis=-1)
     pairs = [probing.answers(e, s, name) for e, s in zip(end_rows, start_rows, strict=True)]
     if name.startswith("end"):
@@ -233,9 +220,9 @@ def results_markdown(result: dict) -> str:
 def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dict:
   """Scores a workdir (module docstring) at checkpoint `which` ("best", "latest"; None:
   `default_checkpoint`); writes WORKDIR/eval/ and returns results.json."""
-  which = default_checkpoint(run_dir) if which is None else which
-  if which not in CHECKPOINTS:
-    raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {which!r}")
+  which = workdir.default_checkpoint(run_dir) if which is None else which
+  if which not in workdir.CHECKPOINTS:
+    raise ValueError(f"checkpoint must be one of {workdir.CHECKPOINTS}, got {which!r}")
   restored = workdir.restore(run_dir, which=which)
   config = restored.config
   if data is None:
@@ -257,7 +244,7 @@ def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dic
     result["probes"], records = probe(restored, sets, batch_size=batch_size)
     result["probes"]["sets"] = str(sets)
   if jax.process_index() == 0:
-    out = as_path(run_dir) / EVAL_DIR
+    out = as_path(run_dir) / workdir.EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", result)
     write_text(out / "results.md", results_markdown(result))
@@ -274,7 +261,7 @@ def main(argv=None) -> int:
   ap.add_argument("--data", nargs="*", metavar="NAME=PATH[:SPLIT]", default=None)
   ap.add_argument(
     "--checkpoint",
-    choices=CHECKPOINTS,
+    choices=workdir.CHECKPOINTS,
     default=None,
     help="default: best if the workdir has WORKDIR/best, else latest",
   )
@@ -283,16 +270,10 @@ def main(argv=None) -> int:
   args = ap.parse_args(argv)
   runtime.setup_for_workdir(args.workdir)
   try:
-    data = None
-    if args.data:
-      data = {}
-      for text in args.data:
-        name, path, split = parse_data_arg(text)
-        data[name] = (path, split)
     result = evaluate(
       args.workdir,
       sets=args.sets,
-      data=data,
+      data=workdir.parse_datasets(args.data) if args.data else None,
       which="latest" if args.latest else args.checkpoint,
       batch_size=args.batch_size,
     )
@@ -300,7 +281,7 @@ def main(argv=None) -> int:
     ap.error(str(e))
   if jax.process_index() == 0:
     print(results_markdown(result))
-    print(f"results: {as_path(args.workdir) / EVAL_DIR}")
+    print(f"results: {as_path(args.workdir) / workdir.EVAL_DIR}")
   return 0
 
 

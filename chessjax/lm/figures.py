@@ -24,7 +24,7 @@ import numpy as np
 from chessjax.data import records, source
 from chessjax.lm import probing
 from chessjax.lm import tokens as tk
-from chessjax.world_model.plots import plt
+from chessjax.plotting import plt
 
 HISTOGRAM_BIN = 10  # Figure 4's bin width in tokens.
 

@@ -23,8 +23,8 @@ training positions).
 Writes OUT/linear_probe.json (everything), OUT/linear_probe.md (a table layer x {all, non-empty,
 changed} for the model, the control and the majority baseline) and OUT/linear_probe.png
 (accuracy by layer), atomically. The conventions of every evaluation of a workdir
-(`chessjax.lm.evaluate` too): OUT defaults to WORKDIR/eval, the checkpoint (`--which`) to the
-best one when the workdir has WORKDIR/best, else the latest (`evaluate.default_checkpoint`).
+(`chessjax.workdir`): OUT defaults to WORKDIR/eval, the checkpoint (`--which`) to the best one
+when the workdir has WORKDIR/best, else the latest (`default_checkpoint`).
 """
 
 import argparse
@@ -45,8 +45,8 @@ from chessjax.encoding import PAD_ID
 from chessjax.files import as_path, write_figure, write_json, write_text
 from chessjax.labels import NUM_PIECE_CLASSES
 from chessjax.lm import tokens as tk
-from chessjax.lm.evaluate import CHECKPOINTS, EVAL_DIR, default_checkpoint
 from chessjax.step import build
+from chessjax.workdir import CHECKPOINTS, EVAL_DIR, default_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def probe_workdir(
   docstring. `max_games` bounds the games read from each split; the training positions are then
   subsampled (fixed seed) to at most `max_train_positions`. The control is the architecture
   initialised with `control_seed` (default the config's seed, i.e. the trained model's own
-  initialisation). `which`: "best", "latest" or None (`evaluate.default_checkpoint`)."""
+  initialisation). `which`: "best", "latest" or None (`default_checkpoint`)."""
   from chessjax import workdir as wd
 
   t0 = time.time()
@@ -401,7 +401,7 @@ def markdown(result: dict) -> str:
 
 def figure(result: dict):
   """Accuracy by layer (model, control, majority) for each square subset: a matplotlib figure."""
-  from chessjax.world_model.plots import plt  # Agg backend
+  from chessjax.plotting import plt
 
   fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
   x = np.arange(len(result["layers"]))
@@ -434,7 +434,7 @@ def write_report(result: dict, out_dir) -> None:
   try:
     write_figure(out / "linear_probe.png", fig)
   finally:
-    from chessjax.world_model.plots import plt
+    from chessjax.plotting import plt
 
     plt.close(fig)
 

@@ -47,6 +47,7 @@ import chess
 import numpy as np
 
 from chessjax.lm import tokens as tk
+from chessjax.lm.task import eval_logits
 
 TASKS = ("end_actual", "end_other", "start_actual", "start_other")
 ERROR_CATEGORIES = ("unreachable", "syntax", "pseudo_legal", "path_obstruction")
@@ -457,11 +458,6 @@ def reference_task_logits(
   return out
 
 
-def masked(logits: np.ndarray, vocab: tk.Vocab, notation: str) -> np.ndarray:
-  """Logits as the probes score them: every non-AP model has its piece logits masked."""
-  return logits if notation == "ap" else tk.mask_piece_logits(logits, vocab)
-
-
 def score_tasks(
   end_rows: Sequence[dict],
   start_rows: Sequence[dict],
@@ -471,11 +467,12 @@ def score_tasks(
   notation: str,
   boards: Sequence[chess.Board] | None = None,
 ) -> dict:
-  """{task: {rows, exm?, lgm, r_precision, errors?}} of per-task logits (masked here). `boards`:
+  """{task: {rows, exm?, lgm, r_precision, errors?}} of per-task logits (masked here as
+  evaluation scores them: `chessjax.lm.task.eval_logits`). `boards`:
   the rows' prefix positions if the caller has them (`boards_after`), else replayed once here."""
   results = {}
   for task, task_logits_ in logits.items():
-    task_logits_ = masked(task_logits_, vocab, notation)
+    task_logits_ = eval_logits(task_logits_, vocab, notation)
     pairs = [answers(e, s, task) for e, s in zip(end_rows, start_rows, strict=True)]
     exact, legal = [a for a, _ in pairs], [b for _, b in pairs]
     results[task] = score(task_logits_, exact, legal, vocab)

@@ -44,16 +44,13 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from chessjax.files import write_figure, write_json, write_text
 from chessjax.lm import figures as lm_figures
 from chessjax.lm import probing
-from chessjax.world_model.plots import plt
-from chessjax.world_model.selection import find_workdirs
+from chessjax.plotting import plt
+from chessjax.workdir import EVAL_DIR, find_workdirs
 
 PAPER_FILE = Path(__file__).with_name("paper_results.json")
-EVAL_DIR = "eval"  # chessjax.lm.evaluate.EVAL_DIR (not imported: that module loads JAX)
 TRAINS = ("S", "M", "L", "all")
 NOTATIONS = ("uci", "rap", "ap")
 PROBE_COLUMNS = ("lgm_actual_acc", "lgm_actual_r_prec", "lgm_other_acc", "lgm_other_r_prec")
@@ -623,20 +620,9 @@ def write_report(roots, out) -> dict:
     "tables": tables,
     "figures": figures,
   }
-  write_json(out / "tables.json", _finite(doc))
+  write_json(out / "tables.json", doc)
   write_text(out / "tables.md", report_markdown(tables, figures, runs, paper, notes, pngs))
   return doc
-
-
-def _finite(obj):
-  """JSON-safe: non-finite floats (a diverged run's perplexity) as strings."""
-  if isinstance(obj, dict):
-    return {k: _finite(v) for k, v in obj.items()}
-  if isinstance(obj, list | tuple):
-    return [_finite(v) for v in obj]
-  if isinstance(obj, float | np.floating) and not math.isfinite(obj):
-    return str(float(obj))
-  return obj
 
 
 def main(argv=None) -> int:

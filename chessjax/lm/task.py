@@ -5,7 +5,9 @@ piece letters inserted for RAP (a fresh Bernoulli(p) draw per move and epoch) an
 The model reads `inputs` = tokens[:-1] and is scored on `targets` = tokens[1:] with per-token
 `weights` (inserted piece letters are targets unless `score_piece_tokens` is off). Training loss:
 the mean NLL over scored tokens. Evaluation rows carry no piece letters except for AP; every
-non-AP model has the six piece logits masked there; the reported loss is per move, summed NLL
+non-AP model has the six piece logits masked there (`eval_logits`: the one statement of that rule,
+which perplexity, the probes, the token roles and the atomic track's LM picker all go through);
+the reported loss is per move, summed NLL
 over (moves + 1) per game (`</s>` counts as a move), and perplexity its exponential.
 
 Batches (`b` rows, `T` tokens): inputs int32[b, T] (`<pad>` after the row), targets int32[b, T],
@@ -22,6 +24,20 @@ from chessjax.data.source import read_manifest
 from chessjax.lm import tokens as tk
 
 log = logging.getLogger(__name__)
+
+
+def eval_logits(logits, vocab, notation: str):
+  """Logits [..., V] as evaluation scores them (Toshniwal et al. 2022, section 4): every non-AP
+  model has its six piece-letter logits set to -inf, since its evaluation rows hold no letter.
+  A numpy array comes back as a new numpy array (the input untouched), a jax array as a jax
+  array; `LanguageModelTask.eval_logits` is this rule for a task's vocab and notation."""
+  if notation == "ap":
+    return logits
+  if isinstance(logits, np.ndarray):
+    out = np.array(logits, copy=True)
+    out[..., vocab.piece_ids] = -np.inf
+    return out
+  return jnp.asarray(logits).at[..., vocab.piece_ids].set(-jnp.inf)
 
 
 class TokenRows:
@@ -100,7 +116,6 @@ class LanguageModelTask:
     common = {"rap_p": rap_p, "seed": seed, "score_piece_tokens": score_piece_tokens}
     self.rows = TokenRows(vocab, notation, train=True, **common)
     self.eval_rows = TokenRows(vocab, notation, train=False, **common)
-    self.piece_ids = np.asarray(vocab.piece_ids, np.int32)
 
   def loss(self, model, batch: dict, *, train: bool):
     logits = model(batch["inputs"], train=train)
@@ -113,10 +128,9 @@ class LanguageModelTask:
     return jnp.sum(batch["weights"].astype(jnp.float32))
 
   def eval_logits(self, logits):
-    """Logits as evaluation scores them: piece letters masked for every non-AP model."""
-    if self.notation == "ap":
-      return logits
-    return logits.at[..., self.piece_ids].set(-jnp.inf)
+    """Logits as evaluation scores them: piece letters masked for every non-AP model (the
+    module-level `eval_logits`)."""
+    return eval_logits(logits, self.vocab, self.notation)
 
   def eval_stats(self, model, batch: dict) -> dict:
     logits = self.eval_logits(model(batch["inputs"], train=False))

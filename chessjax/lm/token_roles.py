@@ -8,9 +8,10 @@ A move is `[letter] from to [promotion]` (`chessjax.lm.tokens`), a game `<s> ...
 target of an evaluation row has one role: `piece` (a piece letter: AP rows only), `from`, `to`,
 `promotion`, `end` (`</s>`). Per role, over the first `--max-games` games of each split (default:
 the run's dev split):
-* `loss_per_move`: the scored NLL of those targets (logits as evaluation scores them: piece
-  letters masked for every non-AP model) summed and divided by moves + 1, so the roles add up to
-  the per-move loss of `chessjax.lm.evaluate` (Toshniwal et al. 2022, section 4);
+* `loss_per_move`: the scored NLL of those targets (logits as evaluation scores them,
+  `task.eval_logits`: piece letters masked for every non-AP model) summed and divided by
+  moves + 1, so the roles add up to the per-move loss of `chessjax.lm.evaluate` (Toshniwal et al.
+  2022, section 4);
 * `loss_per_token`: the same NLL per target of the role;
 * `piece_mass`: the mean probability the model puts on the six piece letters before the target,
   unmasked. A RAP model saw a letter before a from-square with probability p in training and
@@ -29,10 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from chessjax import runtime, workdir
-from chessjax.data import pipeline
-from chessjax.data.source import parse_data_arg, resolve_split
+from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json
-from chessjax.lm import evaluate as lm_evaluate
 from chessjax.lm import tokens as tk
 
 ROLES = ("piece", "from", "to", "promotion", "end")
@@ -59,12 +58,10 @@ def target_roles(targets: np.ndarray, weights: np.ndarray, vocab: tk.Vocab) -> n
   return out
 
 
-def _stats(predict, params, model_state, inputs, targets, piece_ids, mask_pieces: bool):
+def _stats(predict, eval_logits, params, model_state, inputs, targets, piece_ids):
   logits = predict(params, model_state, inputs).astype(jnp.float32)
   piece_mass = jnp.sum(jax.nn.softmax(logits, axis=-1)[..., piece_ids], axis=-1)
-  if mask_pieces:
-    logits = logits.at[..., piece_ids].set(-jnp.inf)
-  return tk.token_nll(logits, targets), piece_mass
+  return tk.token_nll(eval_logits(logits), targets), piece_mass
 
 
 class RoleSums:
@@ -101,21 +98,13 @@ class RoleSums:
 
 def analyse(restored, path, split: str, *, max_games: int, batch_size: int) -> dict:
   """The module docstring's numbers for one split of a restored language model."""
-  config, task = restored.config, restored.task
+  task = restored.task
   vocab = task.vocab
-  fn = jax.jit(
-    partial(_stats, restored.run.predict, mask_pieces=task.notation != "ap"),
-  )
+  fn = jax.jit(partial(_stats, restored.run.predict, task.eval_logits))
   state = restored.state
   sums = RoleSums()
-  batches = pipeline.make_eval_batches(
-    path,
-    split,
-    task.eval_rows,
-    batch_size=batch_size,
-    bucket_lengths=tuple(config.data.bucket_lengths),
-    max_len=config.data.max_len,
-    max_games=max_games,
+  batches = workdir.eval_batches(
+    restored.config, task.eval_rows, path, split, batch_size=batch_size, max_games=max_games
   )
   piece_ids = jnp.asarray(vocab.piece_ids)
   try:
@@ -153,7 +142,7 @@ def table(result: dict) -> str:
 
 
 def run(run_dir, *, data=None, which=None, max_games=2000, batch_size=64) -> dict:
-  which = lm_evaluate.default_checkpoint(run_dir) if which is None else which
+  which = workdir.default_checkpoint(run_dir) if which is None else which
   restored = workdir.restore(run_dir, which=which)
   config = restored.config
   if data is None:
@@ -173,7 +162,7 @@ def run(run_dir, *, data=None, which=None, max_games=2000, batch_size=64) -> dic
     },
   }
   if jax.process_index() == 0:
-    out = as_path(run_dir) / lm_evaluate.EVAL_DIR
+    out = as_path(run_dir) / workdir.EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "token_roles.json", result)
   return result
@@ -185,21 +174,15 @@ def main(argv=None) -> int:
   )
   ap.add_argument("--workdir", required=True, help="a language-model training workdir")
   ap.add_argument("--data", nargs="*", metavar="NAME=PATH[:SPLIT]", default=None)
-  ap.add_argument("--checkpoint", choices=lm_evaluate.CHECKPOINTS, default=None)
+  ap.add_argument("--checkpoint", choices=workdir.CHECKPOINTS, default=None)
   ap.add_argument("--max-games", type=int, default=2000, help="games per split")
   ap.add_argument("--batch-size", type=int, default=64)
   args = ap.parse_args(argv)
   runtime.setup_for_workdir(args.workdir)
   try:
-    data = None
-    if args.data:
-      data = {}
-      for text in args.data:
-        name, path, split = parse_data_arg(text)
-        data[name] = (path, split)
     result = run(
       args.workdir,
-      data=data,
+      data=workdir.parse_datasets(args.data) if args.data else None,
       which=args.checkpoint,
       max_games=args.max_games,
       batch_size=args.batch_size,

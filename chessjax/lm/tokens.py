@@ -18,9 +18,9 @@ Training rows (`lm_row`): RAP p draws one Bernoulli(p) per move from
 `np.random.default_rng([seed, epoch, game_index])`, a pure function of those three numbers, so a
 resumed run sees the same tokens and every epoch sees new ones. AP always inserts the letters.
 Evaluation rows (`eval_row`) carry piece letters only for AP. Every non-AP model has the six piece
-logits masked at evaluation (`mask_piece_logits`, section 4 "perplexity evaluation"); per-move
-loss is the summed NLL over scored tokens divided by the number of moves plus one (`</s>` counts
-as a move), perplexity its exponential (`per_move_loss`, `per_move_perplexity`).
+logits masked at evaluation (`chessjax.lm.task.eval_logits`, section 4 "perplexity evaluation");
+per-move loss is the summed NLL over scored tokens divided by the number of moves plus one
+(`</s>` counts as a move), perplexity its exponential (`chessjax.lm.task.Sums`).
 """
 
 import functools
@@ -154,11 +154,6 @@ def move_pieces(moves: np.ndarray, states: np.ndarray) -> np.ndarray:
   return np.where(castle, -1, piece).astype(np.int8)
 
 
-def piece_letters(moves: np.ndarray, states: np.ndarray) -> list[str | None]:
-  """Piece letter of every move (`P N R B Q K`, None for castling), from the stored states."""
-  return [None if k < 0 else PIECE_LETTERS[k] for k in move_pieces(moves, states)]
-
-
 def tokenize(
   ucis: Sequence[str],
   vocab: Vocab,
@@ -192,36 +187,6 @@ def tokenize(
   if add_special:
     out.append(vocab.eos_id)
   return np.array(out, dtype=np.int32)
-
-
-def detokenize(ids: Sequence[int], vocab: Vocab) -> tuple[list[str], list[str | None]]:
-  """Inverse of `tokenize`: (UCI moves, piece letter or None per move). `<pad>` is ignored, `<s>`
-  is allowed first and `</s>` last; anything else out of place raises ValueError."""
-  toks = [vocab.tokens[int(i)] for i in ids if int(i) != vocab.pad_id]
-  if toks and toks[0] == "<s>":
-    toks = toks[1:]
-  if toks and toks[-1] == "</s>":
-    toks = toks[:-1]
-  ucis: list[str] = []
-  pieces: list[str | None] = []
-  i = 0
-  while i < len(toks):
-    piece = None
-    if toks[i] in PIECE_LETTERS:
-      piece, i = toks[i], i + 1
-    if (
-      i + 1 >= len(toks)
-      or toks[i] not in chess.SQUARE_NAMES
-      or toks[i + 1] not in chess.SQUARE_NAMES
-    ):
-      raise ValueError(f"token {i}: expected two squares, got {toks[i : i + 2]}")
-    uci = toks[i] + toks[i + 1]
-    i += 2
-    if i < len(toks) and toks[i] in PROMO_LETTERS:
-      uci, i = uci + toks[i], i + 1
-    ucis.append(uci)
-    pieces.append(piece)
-  return ucis, pieces
 
 
 def game_token_ids(
@@ -366,18 +331,6 @@ def _xp(x):
   return jnp
 
 
-def mask_piece_logits(logits, vocab: Vocab):
-  """Logits [..., V] with the six piece-letter logits set to -inf (numpy or jax array in, same
-  kind out). Applied at evaluation to every non-AP model (Toshniwal et al. 2022, section 4)."""
-  if isinstance(logits, np.ndarray):
-    out = np.array(logits, copy=True)
-    out[..., vocab.piece_ids] = -np.inf
-    return out
-  import jax.numpy as jnp
-
-  return jnp.asarray(logits).at[..., vocab.piece_ids].set(-jnp.inf)
-
-
 def token_nll(logits, targets):
   """Negative log-likelihood [...] of `targets` int[...] under `logits` [..., V] (numpy or jax)."""
   xp = _xp(logits)
@@ -386,20 +339,6 @@ def token_nll(logits, targets):
   lse = xp.log(xp.sum(xp.exp(logits - mx), axis=-1)) + mx[..., 0]
   picked = xp.take_along_axis(logits, xp.asarray(targets)[..., None].astype(xp.int32), axis=-1)
   return lse - picked[..., 0]
-
-
-def per_move_loss(nll, weights, num_moves):
-  """Summed NLL over scored tokens / summed (moves + 1) (Toshniwal et al. 2022, section 4: `</s>`
-  counts as a move). `nll`, `weights` [B, T]; `num_moves` int[B] already holding plies + 1 (the
-  `num_moves` field of `lm_row`)."""
-  xp = _xp(nll)
-  return xp.sum(nll * weights) / xp.sum(xp.asarray(num_moves).astype(xp.float32))
-
-
-def per_move_perplexity(nll, weights, num_moves):
-  """exp(`per_move_loss`)."""
-  xp = _xp(nll)
-  return xp.exp(per_move_loss(nll, weights, num_moves))
 
 
 @functools.cache

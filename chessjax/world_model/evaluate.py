@@ -2,13 +2,15 @@
 
     python -m chessjax.world_model.evaluate --workdir runs/t1 \
         --data real=runs/demo/data/real:test random=runs/demo/data/random \
-        [--batch-size 64] [--max-games N] [--boards 5] [--max-len N] [--gallery N]
+        [--checkpoint best|latest] [--batch-size 64] [--max-games N] [--boards 5] [--max-len N]
+        [--gallery N]
 
 `--data NAME=PATH[:SPLIT]` names a prepared dataset directory; SPLIT defaults to `test` when the
-dataset has one, else to its only split. The newest readable checkpoint of the workdir is scored
-on every game of each split (truncated to the config's `max_len` steps, as in training, or to
-`--max-len` steps: whole games beyond the trained length) and
-WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) receives:
+dataset has one, else to its only split. A checkpoint of the workdir (default: the best one,
+WORKDIR/best, when training validated, else the newest: `chessjax.workdir.default_checkpoint`, as
+every evaluator of a workdir) is scored on every game of each split (truncated to the config's
+`max_len` steps, as in training, or to `--max-len` steps: whole games beyond the trained length)
+and WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) receives:
   NAME.json        all metrics (`chessjax.world_model.metrics`), checkpoint step, dataset,
                    throughput and the first wrong step of every game (`first_error_steps`, game
                    order, -1 = never)
@@ -27,7 +29,8 @@ WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) receives
                    shaded, wrong labels listed underneath
 Files are written atomically (locally a temporary file, then rename; an object store replaces
 whole objects) and only by JAX process 0. JSON values that are not
-finite (a diverged model's loss) are written as Python's `NaN`/`Infinity`.
+finite (a diverged model's loss) are written as `NaN`/`Infinity`, the policy of
+`chessjax.files.json_text`.
 
 One jitted function per batch runs the model once and returns both the additive statistics of
 `metrics.batch_stats` (the same as training-time validation) and each game's argmax labels at its
@@ -39,7 +42,6 @@ first wrong step, so boards cost no second pass; batches go through the one eval
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from functools import partial
@@ -53,15 +55,10 @@ from jax.sharding import PartitionSpec as P
 
 from chessjax import evaluation, labels, runtime, workdir
 from chessjax.data import pipeline
-from chessjax.data.source import (
-  GameSource,
-  parse_data_arg,
-  read_manifest,
-  resolve_split,
-  variant_of_manifest,
-)
+from chessjax.data.source import GameSource, read_manifest, resolve_split, variant_of_manifest
 from chessjax.encoding import id_to_move
-from chessjax.files import as_path, is_url, write_figure, write_text
+from chessjax.files import as_path, is_url, write_figure, write_json, write_text
+from chessjax.plotting import plt
 from chessjax.world_model import metrics, page, plots, strata
 from chessjax.world_model.boards import failure_svg
 from chessjax.world_model.task import WorldModelTask
@@ -99,18 +96,6 @@ def eval_batch(logits_fn, params, model_state, batch: dict) -> tuple[dict, dict]
 
 # ------------------------------------------------------------------------------------------------
 # Datasets and the evaluation pass
-
-
-def _eval_iterator(path, split: str, num_games: int, batch_size: int, config, max_len):
-  return pipeline.make_eval_batches(
-    path,
-    split,
-    WorldModelTask.eval_rows,
-    batch_size=batch_size,
-    bucket_lengths=tuple(config.data.bucket_lengths),
-    max_len=max_len,
-    max_games=num_games,
-  )
 
 
 def _compile_shapes(step_fn, params, model_state, plan, sharding) -> dict[int, object]:
@@ -157,10 +142,8 @@ def evaluate_split(
   num_games = total if max_games is None else min(int(max_games), total)
   if num_games <= 0:
     raise ValueError(f"{path}:{split} has no games to evaluate")
-  devices = jax.device_count()
-  # Rows shard over every device; a small split does not need a full batch of padding.
-  batch_size = min(int(batch_size), num_games)
-  batch_size = -(-batch_size // devices) * devices
+  # A small split does not need a full batch of padding.
+  batch_size = workdir.device_batch_size(min(int(batch_size), num_games))
   lengths = pipeline.game_lengths(path, split)[:num_games]
   max_len = config.data.max_len if max_len is None else int(max_len)
   truncated = 0 if max_len is None else int((lengths > max_len).sum())
@@ -172,7 +155,15 @@ def evaluate_split(
     logits_fn = lambda params, model_state, batch: run.predict(params, model_state, batch["moves"])  # noqa: E731
   step_fn = jax.jit(partial(eval_batch, logits_fn), out_shardings=replicated)
   params, model_state = state["params"], state["model_state"]
-  batches = _eval_iterator(path, split, num_games, batch_size, config, max_len)
+  batches = workdir.eval_batches(
+    config,
+    WorldModelTask.eval_rows,
+    path,
+    split,
+    batch_size=batch_size,
+    max_games=num_games,
+    max_len=max_len,
+  )
   start = time.perf_counter()
   compiled = _compile_shapes(step_fn, params, model_state, batches.plan, run.data_sharding)
   compile_seconds = time.perf_counter() - start
@@ -264,18 +255,20 @@ def evaluate(
   boards: int = 5,
   max_len: int | None = None,
   gallery: int = 0,
+  which: str | None = None,
   restored=None,
   verbose: bool = True,
   logits_fn=None,
 ) -> dict[str, dict]:
-  """Evaluates the newest checkpoint of `workdir` on `datasets` and writes WORKDIR/eval/.
+  """Evaluates checkpoint `which` of `workdir` ("best", "latest"; None: `default_checkpoint`) on
+  `datasets` and writes WORKDIR/eval/.
 
   `datasets` maps a name to `(path, split)` (split None: `test`, else the only split). `max_len`
   as in `evaluate_split`. `gallery` > 0 also writes NAME_gallery.html, a page of the `gallery`
   worst-tracked games (lowest ExactState; `chessjax.world_model.page`). `restored` may pass an
-  already restored `chessjax.workdir.restore(run_dir)`; `logits_fn` as in `evaluate_split`.
-  Returns {name: result}, each result being what NAME.json holds (metrics plus dataset,
-  checkpoint step, throughput, first wrong step per game, strata and the boards drawn).
+  already restored `chessjax.workdir.restore(run_dir, which)`; `logits_fn` as in
+  `evaluate_split`. Returns {name: result}, each result being what NAME.json holds (metrics plus
+  dataset, checkpoint step, throughput, first wrong step per game, strata and the boards drawn).
   """
   # WORKDIR/eval through etils.epath: a URL workdir (`gs://bucket/run`) gets its results there.
   label = str(as_path(run_dir)) if is_url(run_dir) else str(Path(run_dir))  # As the user gave it.
@@ -286,9 +279,10 @@ def evaluate(
       raise ValueError(f"dataset name {name!r} must be a plain file name")
     resolved[name] = (path if is_url(path) else Path(path), resolve_split(path, split))
   if restored is None:
-    restored = workdir.restore(run_dir)
+    which = workdir.default_checkpoint(run_dir) if which is None else which
+    restored = workdir.restore(run_dir, which)
   chief = jax.process_index() == 0
-  out_dir = as_path(run_dir) / "eval"
+  out_dir = as_path(run_dir) / workdir.EVAL_DIR
   if chief:
     (out_dir / "boards").mkdir(parents=True, exist_ok=True)
 
@@ -313,7 +307,7 @@ def evaluate(
         write_text(out_dir / f"{name}_gallery.html", page.page_html(views, heading))
     if chief:
       result["boards"] = draw_failures(name, path, split, failures, boards, out_dir / "boards")
-      write_text(out_dir / f"{name}.json", json_text(result))
+      write_json(out_dir / f"{name}.json", result, flat=True)
       write_text(out_dir / f"{name}.md", results_markdown({name: result}, label))
     results[name] = result
     if verbose:
@@ -321,7 +315,11 @@ def evaluate(
   if chief:
     every = saved_results(out_dir)
     write_text(out_dir / "results.md", results_markdown(every, label))
-    _save_png_atomic(every, out_dir / "prefix_bins.png", as_path(run_dir).name)
+    fig = plots.prefix_bins_figure(every, as_path(run_dir).name)
+    try:
+      write_figure(out_dir / "prefix_bins.png", fig)
+    finally:
+      plt.close(fig)
   return results
 
 
@@ -472,23 +470,6 @@ def strata_markdown(results: dict[str, dict]) -> list[str]:
   return lines
 
 
-def json_text(result: dict) -> str:
-  """One top-level key per line (long per-game lists stay on one line, unlike `indent=`)."""
-  items = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in result.items()]
-  return "{\n" + ",\n".join(items) + "\n}\n"
-
-
-def _save_png_atomic(results: dict, path, title: str) -> None:
-  if is_url(path):  # An object write is atomic already.
-    fig = plots.prefix_bins_figure(results, title)
-    write_figure(path, fig)
-    plots.plt.close(fig)
-    return
-  tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")  # matplotlib reads the suffix.
-  plots.save_prefix_bins_png(results, tmp, title)
-  os.replace(tmp, path)
-
-
 def draw_failures(name: str, path, split: str, failures: dict, count: int, out_dir) -> list[dict]:
   """SVGs of the first `count` failing games (by index); returns what each shows."""
   for stale in as_path(out_dir).glob(f"{name}_game*_step*.svg"):
@@ -521,6 +502,12 @@ def main(argv=None) -> int:
   ap.add_argument(
     "--data", nargs="+", required=True, metavar="NAME=PATH[:SPLIT]", help="datasets to score"
   )
+  ap.add_argument(
+    "--checkpoint",
+    choices=workdir.CHECKPOINTS,
+    default=None,
+    help="default: best if the workdir has WORKDIR/best, else latest",
+  )
   ap.add_argument("--batch-size", type=int, default=64)
   ap.add_argument("--max-games", type=int, default=None, help="only the first N games of each")
   ap.add_argument("--boards", type=int, default=5, help="failure boards drawn per dataset")
@@ -539,15 +526,10 @@ def main(argv=None) -> int:
   if args.gallery < 0:
     ap.error("--gallery must be >= 0")
   try:
-    datasets = {}
-    for text in args.data:
-      name, path, split = parse_data_arg(text)
-      if name in datasets:
-        raise ValueError(f"dataset name {name!r} given twice")
-      datasets[name] = (path, split)
     results = evaluate(
       args.workdir,
-      datasets,
+      workdir.parse_datasets(args.data),
+      which=args.checkpoint,
       batch_size=args.batch_size,
       max_games=args.max_games,
       boards=args.boards,
@@ -557,7 +539,8 @@ def main(argv=None) -> int:
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:
-    out = as_path(args.workdir) / "eval" if is_url(args.workdir) else Path(args.workdir) / "eval"
+    out = as_path(args.workdir) if is_url(args.workdir) else Path(args.workdir)
+    out = out / workdir.EVAL_DIR
     print()
     print((out / "results.md").read_text().split("\n## ")[0].strip())
     print()

@@ -1,12 +1,10 @@
-"""Prefix-bin curves (ExactState and Labelwise per 20-step bin) as PNG files or image arrays."""
+"""Prefix-bin curves (ExactState and Labelwise per 20-step bin) as figures or image arrays."""
 
 import io
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # Headless: no display on training hosts or CI.
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from chessjax.plotting import plt
 
 
 def prefix_bins_figure(results: dict[str, dict], title: str = ""):
@@ -28,12 +26,6 @@ def prefix_bins_figure(results: dict[str, dict], title: str = ""):
     fig.suptitle(title)
   fig.tight_layout()
   return fig
-
-
-def save_prefix_bins_png(results: dict[str, dict], path, title: str = "") -> None:
-  fig = prefix_bins_figure(results, title)
-  fig.savefig(path)
-  plt.close(fig)
 
 
 def prefix_bins_image(result: dict, name: str) -> np.ndarray:

@@ -31,14 +31,14 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 from matplotlib import ticker
 
 from chessjax.files import write_figure, write_json, write_text
 from chessjax.models import abstract_model, count_params
+from chessjax.plotting import plt
+from chessjax.workdir import find_workdirs
 from chessjax.world_model import selection
 from chessjax.world_model.grid import MAIN, PAIRS, SIZES
-from chessjax.world_model.plots import plt
 
 PAPER_FILE = Path(__file__).with_name("paper_results.json")
 VARIANTS = tuple(variant for _, variant in PAIRS)
@@ -60,7 +60,7 @@ def paper_results() -> dict:
 def load_runs(roots) -> tuple[list[selection.RunRecord], dict[str, dict], list[str]]:
   """(records, workdir -> {dataset name: eval json}, notes on skipped directories)."""
   runs, evals, notes = [], {}, []
-  for workdir in selection.find_workdirs(roots):
+  for workdir in find_workdirs(roots):
     try:
       run = selection.read_run(workdir)
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -537,20 +537,9 @@ def write_report(roots, out, *, real: str = "real", random: str = "random") -> d
     "selection": {" ".join(cell): c.log for cell, c in choices.items()},
     "tables": tables,
   }
-  write_json(out / "tables.json", _finite(doc))
+  write_json(out / "tables.json", doc)
   write_text(out / "tables.md", report_markdown(tables, runs, choices, paper, notes, figures))
   return tables
-
-
-def _finite(obj):
-  """JSON-safe: non-finite floats (a diverged run's loss) as strings."""
-  if isinstance(obj, dict):
-    return {k: _finite(v) for k, v in obj.items()}
-  if isinstance(obj, list | tuple):
-    return [_finite(v) for v in obj]
-  if isinstance(obj, float | np.floating) and not math.isfinite(obj):
-    return str(float(obj))
-  return obj
 
 
 def main(argv=None) -> int:

@@ -15,14 +15,12 @@ winner was unstable during the full four epoch run").
 import dataclasses
 import json
 import math
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 Hyper = tuple[
   float, int, float, float
 ]  # (lr, warmup, b2, weight decay): one stage-1 configuration.
-SKIP_DIRS = {"checkpoints", "best", "eval", "tb", "boards"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,21 +113,6 @@ def read_run(workdir) -> RunRecord:
     params=int(summary["params"]) if summary and "params" in summary else None,
     validation=dict(summary.get("validation") or {}) if summary else {},
   )
-
-
-def find_workdirs(roots: Iterable) -> list[Path]:
-  """Every directory under `roots` (the roots included) that holds a `config.json`, sorted."""
-  found = set()
-  for root in roots:
-    root = Path(root)
-    if not root.is_dir():
-      raise FileNotFoundError(f"{root} is not a directory")
-    for dirpath, dirnames, filenames in os.walk(root):
-      dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-      if "config.json" in filenames:
-        found.add(Path(dirpath))
-        dirnames[:] = []  # A workdir holds no other workdir.
-  return sorted(found)
 
 
 def rank_stage1(runs: Iterable[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:

@@ -286,24 +286,34 @@ def test_random_picker_is_reproducible_and_legal():
   assert all(r["model"] == "random-3" for r in rows)
 
 
-class FakeClient:
-  """Scripted replies; records every prompt (no network)."""
+class ScriptedPicker:
+  """A `pickers.MovePicker` with scripted answers; records every query it is asked (no model)."""
 
-  def __init__(self, replies):
-    self.replies, self.prompts = list(replies), []
+  name = "scripted-model"
 
-  def complete(self, prompt, *, legal_moves):
-    self.prompts.append((prompt, list(legal_moves)))
-    return pickers.LLMReply(self.replies.pop(0), output_tokens=42)
+  def __init__(self, answers):
+    self.answers, self.queries = list(answers), []
+
+  def pick(self, query):
+    self.queries.append(query)
+    return self.answers.pop(0)
 
 
-def test_llm_picker_through_the_adapter():
-  client = FakeClient(["I'll play **E2E4**.", "submit_move(g1f3)", "no idea"])
-  picker = pickers.LLMPicker(client, "fake-model", "high")
+def test_answer_rows_carry_the_question_and_what_the_picker_recorded():
+  answers = [
+    {"move": "e2e4", "reasoning_effort": "high", "output_tokens": 42},
+    {"move": "g1f3", "reasoning_effort": "high", "output_tokens": 7},
+    {"move": "no idea", "reasoning_effort": "high", "output_tokens": 3},
+  ]
+  picker = ScriptedPicker(answers)
   rows = pickers.answer_positions(picker, [{"fen": START}], ["atomic", "chess", "chess"])
   assert [r["move"] for r in rows] == ["e2e4", "g1f3", "no idea"]
-  assert rows[0]["tokens"] == 42 and rows[0]["reasoning_effort"] == "high"
-  assert "Atomic chess rules:" in client.prompts[0][0] and "g1h3" in client.prompts[0][1]
+  first = rows[0]
+  assert (first["fen"], first["variant"], first["prompt"]) == (START, "atomic", "rules")
+  assert first["model"] == "scripted-model" and first["output_tokens"] == 42
+  assert first["reasoning_effort"] == "high"
+  asked = picker.queries[0]  # The picker sees the rendered prompt and the legal moves.
+  assert "Atomic chess rules:" in asked.prompt and "g1h3" in asked.legal_moves
   assert scoring.move_status(START, "chess", rows[2]["move"]) == "unparsable"
 
 

@@ -141,13 +141,16 @@ def test_probe_finds_the_board_in_a_world_model(world_model_workdir, tmp_path):
 def test_every_evaluation_defaults_to_the_best_checkpoint_and_writes_eval(tmp_path):
   import inspect
 
-  from chessjax.lm import evaluate
+  from chessjax import workdir
+  from chessjax.lm import evaluate, token_roles
+  from chessjax.world_model import evaluate as wm_evaluate
 
-  assert evaluate.default_checkpoint(tmp_path) == "latest"  # No WORKDIR/best.
+  assert workdir.default_checkpoint(tmp_path) == "latest"  # No WORKDIR/best.
   (tmp_path / "best").mkdir()
-  assert evaluate.default_checkpoint(tmp_path) == "latest"  # An empty one holds no checkpoint.
+  assert workdir.default_checkpoint(tmp_path) == "latest"  # An empty one holds no checkpoint.
   (tmp_path / "best" / "4").mkdir()
-  assert evaluate.default_checkpoint(tmp_path) == "best"
-  assert inspect.signature(lp.probe_workdir).parameters["which"].default is None
-  assert inspect.signature(evaluate.evaluate).parameters["which"].default is None
-  assert lp.EVAL_DIR == evaluate.EVAL_DIR == "eval"
+  assert workdir.default_checkpoint(tmp_path) == "best"
+  # None: `default_checkpoint`, in every evaluation of a workdir.
+  for fn in (lp.probe_workdir, evaluate.evaluate, token_roles.run, wm_evaluate.evaluate):
+    assert inspect.signature(fn).parameters["which"].default is None
+  assert lp.EVAL_DIR == workdir.EVAL_DIR == "eval"

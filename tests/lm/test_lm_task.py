@@ -71,7 +71,8 @@ def test_non_ap_models_have_piece_logits_masked_and_ap_scores_them():
   assert stats["uci"]["nll"] == np.inf
   ap_want = -np.log(np.exp(0) / (6 * np.exp(5) + 71)) + np.log(77)
   assert stats["ap"]["nll"] == pytest.approx(ap_want, rel=1e-5)
-  uci_first = tk.token_nll(tk.mask_piece_logits(logits, vocab), targets)[0, 0]
+  uci_task = LanguageModelTask(vocab, "uci", rap_p=0.0, seed=0, tie_embeddings=True)
+  uci_first = tk.token_nll(uci_task.eval_logits(logits), targets)[0, 0]
   assert uci_first == pytest.approx(np.log(71), rel=1e-6)
 
 

@@ -6,9 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import REPO
+from token_helpers import detokenize, per_move_loss, per_move_perplexity, piece_letters
 
 from chessjax import encoding
 from chessjax.lm import tokens as tk
+from chessjax.lm.task import eval_logits
 
 VOCAB = tk.Vocab.default()
 
@@ -53,10 +55,10 @@ def test_tokenize_example_from_table1():
 
 def test_round_trip_on_real_games(encoded):
   for ucis, moves, states in encoded:
-    letters = tk.piece_letters(moves, states)
+    letters = piece_letters(moves, states)
     for pieces in (None, letters):
       ids = tk.tokenize(ucis, VOCAB, pieces=pieces)
-      back, back_pieces = tk.detokenize(ids, VOCAB)
+      back, back_pieces = detokenize(ids, VOCAB)
       assert back == ucis
       assert back_pieces == (pieces or [None] * len(ucis))
     assert tk.ucis_of_moves(moves) == ucis
@@ -79,7 +81,7 @@ def test_piece_letters_from_states_equal_san(encoded):
   checked = 0
   for ucis, moves, states in encoded:
     board = chess.Board()
-    for uci, letter in zip(ucis, tk.piece_letters(moves, states), strict=True):
+    for uci, letter in zip(ucis, piece_letters(moves, states), strict=True):
       move = chess.Move.from_uci(uci)
       san = board.san(move)
       if san.startswith("O"):
@@ -123,7 +125,7 @@ def test_rap_extremes_castling_and_loss_option(encoded):
   rap1 = tk.lm_row(moves, states, vocab=VOCAB, notation="rap", rap_p=1.0)
   ap = tk.lm_row(moves, states, vocab=VOCAB, notation="ap")
   assert (uci["tokens"] == rap0["tokens"]).all() and (rap1["tokens"] == ap["tokens"]).all()
-  castles = sum(1 for p in tk.piece_letters(moves, states) if p is None)
+  castles = sum(1 for p in piece_letters(moves, states) if p is None)
   assert castles >= 1
   assert int(np.isin(ap["tokens"], VOCAB.piece_ids).sum()) == len(ucis) - castles
   assert ap["weights"].sum() == len(ap["targets"])
@@ -165,7 +167,7 @@ def test_vocab_from_file(tmp_path):
   assert vocab.tokens == tuple(order) and vocab != VOCAB
   ids = tk.tokenize(["e2e4"], vocab)
   assert [vocab.tokens[i] for i in ids] == ["<s>", "e2", "e4", "</s>"]
-  assert tk.detokenize(ids, vocab) == (["e2e4"], [None])
+  assert detokenize(ids, vocab) == (["e2e4"], [None])
   bad = order.copy()
   bad[20] = "z9"
   path.write_text("\n".join(bad) + "\n")
@@ -183,18 +185,19 @@ def test_vocab_from_file(tmp_path):
 
 def test_detokenize_rejects_malformed():
   with pytest.raises(ValueError, match="expected two squares"):
-    tk.detokenize([VOCAB.bos_id, VOCAB.id("e2"), VOCAB.id("N"), VOCAB.eos_id], VOCAB)
+    detokenize([VOCAB.bos_id, VOCAB.id("e2"), VOCAB.id("N"), VOCAB.eos_id], VOCAB)
   with pytest.raises(ValueError, match="not a UCI move"):
     tk.tokenize(["e2e9"], VOCAB)
 
 
-def test_mask_piece_logits_numpy_and_jax():
+def test_eval_logits_mask_piece_letters_numpy_and_jax():
   logits = np.arange(2 * 77, dtype=np.float32).reshape(2, 77)
-  masked = tk.mask_piece_logits(logits, VOCAB)
+  masked = eval_logits(logits, VOCAB, "uci")
   assert np.isneginf(masked[:, 3:9]).all() and (masked[:, 9:] == logits[:, 9:]).all()
   assert (logits[:, 3:9] > 0).all()  # input untouched
-  jm = tk.mask_piece_logits(jnp.asarray(logits), VOCAB)
+  jm = eval_logits(jnp.asarray(logits), VOCAB, "rap")
   assert np.array_equal(np.asarray(jm), masked)
+  assert eval_logits(logits, VOCAB, "ap") is logits  # AP models are scored on their letters.
 
 
 def test_per_move_perplexity_on_crafted_logits():
@@ -205,19 +208,19 @@ def test_per_move_perplexity_on_crafted_logits():
   nll = tk.token_nll(logits, targets)
   assert np.allclose(nll, np.log(77))
   num_moves = np.array([2, 3])
-  loss = tk.per_move_loss(nll, weights, num_moves)
+  loss = per_move_loss(nll, weights, num_moves)
   assert np.isclose(loss, 9 * np.log(77) / 5)
-  assert np.isclose(tk.per_move_perplexity(nll, weights, num_moves), 77 ** (9 / 5), rtol=1e-5)
+  assert np.isclose(per_move_perplexity(nll, weights, num_moves), 77 ** (9 / 5), rtol=1e-5)
   # A confident correct logit: NLL log(1 + 76 e^-10).
   sharp = np.zeros((1, 1, 77), dtype=np.float32)
   sharp[0, 0, 12] = 10.0
   assert np.isclose(
     tk.token_nll(sharp, np.array([[12]]))[0, 0], np.log1p(76 * np.exp(-10)), rtol=1e-3
   )
-  jl = tk.per_move_perplexity(
+  jl = per_move_perplexity(
     tk.token_nll(jnp.asarray(logits), jnp.asarray(targets)), jnp.asarray(weights), num_moves
   )
   assert np.isclose(float(jl), 77 ** (9 / 5), rtol=1e-4)
   # Masking moves probability mass to the other 71 tokens.
-  masked = tk.mask_piece_logits(logits[:, :1], VOCAB)
+  masked = eval_logits(logits[:, :1], VOCAB, "uci")
   assert np.allclose(tk.token_nll(masked, np.full((2, 1), 20)), np.log(71))

@@ -10,6 +10,7 @@ import chess.variant
 import numpy as np
 import pytest
 from conftest import TEST_DATA
+from encoding_helpers import state_of_board
 
 from chessjax import encoding
 from chessjax.encoding import NUM_LABELS, START_ID, encode_game, labels_to_fen, move_to_id
@@ -65,7 +66,7 @@ def assert_matches_oracle(ucis, ep_mode="pseudo") -> int:
     fen = labels_to_fen(states[t])
     assert fen == oracle_fen(board, ep_mode), t
     # The FEN alone rebuilds a board with the same labels (clean castling rights, no stack).
-    rebuilt.append(encoding.state_of_board(Atomic(fen), ep_mode))
+    rebuilt.append(state_of_board(Atomic(fen), ep_mode))
   for name, rows in (("oracle", np.array(want, np.uint8)), ("from its FEN", np.array(rebuilt))):
     wrong = np.flatnonzero((states != rows).any(-1))
     assert not wrong.size, (
@@ -243,7 +244,7 @@ def test_legal_en_passant_label(fen, push, legal, python_chess):
   move = chess.Move.from_uci(push)
   assert board.ep_square == (move.from_square + move.to_square) // 2
   for mode, expected in (("pseudo", chess.square_name(board.ep_square)), ("legal", legal)):
-    row = encoding.state_of_board(board, mode)
+    row = state_of_board(board, mode)
     assert row.tolist() == oracle_state(board, mode)
     assert labels_to_fen(row).split()[3] == expected
   assert board.has_legal_en_passant() is python_chess  # python-chess 1.11.2's own test.
@@ -261,7 +262,7 @@ def test_legal_en_passant_differs_from_python_chess_only_by_explosions():
       if board.ep_square is None:
         continue
       ep_positions += 1
-      ours = encoding.state_of_board(board, "legal")[69] != 0
+      ours = state_of_board(board, "legal")[69] != 0
       assert ours == legal_ep(board)
       if ours != board.has_legal_en_passant():
         disagreements += 1

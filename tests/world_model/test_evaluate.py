@@ -199,13 +199,15 @@ def test_perfect_predictions_draw_no_boards(run_dir, data, restored, monkeypatch
 
 
 def test_cli_prints_table_and_limits_games(run_dir, data, restored, monkeypatch, capsys):
-  monkeypatch.setattr(workdir, "restore", lambda wd: restored)
+  asked = []
+  monkeypatch.setattr(workdir, "restore", lambda wd, which: asked.append(which) or restored)
   argv = ["--workdir", str(run_dir), "--data", f"a={data['real']}:train", f"b={data['single']}"]
   assert evaluate.main(argv + ["--max-games", "5", "--boards", "1", "--batch-size", "2"]) == 0
   out = capsys.readouterr().out
   assert "| a |" in out and "| b |" in out and "results.md" in out and "prefix_bins.png" in out
   a = json.loads((run_dir / "eval" / "a.json").read_text())
   assert a["games"] == 5 and a["dataset"]["split"] == "train" and len(a["boards"]) <= 1
+  assert asked == [workdir.default_checkpoint(run_dir)]  # Best when training validated.
 
 
 def test_bad_arguments_fail_clearly(run_dir, data, tmp_path, capsys):
