@@ -45,7 +45,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from chessjax import evaluation, labels, runtime, workdir
+from chessjax import evaluation, labels, processes, runtime, workdir
 from chessjax.data import pipeline
 from chessjax.data.source import GameSource, parse_data_arg, read_manifest, resolve_split
 from chessjax.encoding import id_to_move
@@ -414,13 +414,14 @@ def main(argv=None) -> int:
       if name in datasets:
         raise ValueError(f"dataset name {name!r} given twice")
       datasets[name] = (path, split)
-    results = evaluate(
-      args.workdir,
-      datasets,
-      batch_size=args.batch_size,
-      max_games=args.max_games,
-      boards=args.boards,
-    )
+    with processes.fail_together():  # Several processes: one's error stops them all.
+      results = evaluate(
+        args.workdir,
+        datasets,
+        batch_size=args.batch_size,
+        max_games=args.max_games,
+        boards=args.boards,
+      )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:

@@ -1,0 +1,128 @@
+"""The public commands as 2 local JAX processes of 2 CPU devices each, against 1 process of 4.
+
+Every check runs the commands as subprocesses (`tests/multiprocess.py`: free port, gloo, a hard
+deadline, every process's log on failure). The runs are shared: one 2-process and one 1-process
+training per task, reused by the parity, resume, elastic and evaluation checks.
+"""
+
+import json
+import shutil
+import time
+
+import jax
+import numpy as np
+import pytest
+from conftest import REPO
+from multiprocess import HEARTBEAT_SECONDS, run, start
+
+from chessjax import workdir as workdirs
+
+pytestmark = pytest.mark.slow
+
+FAMILY = "gated_deltanet"  # Small and quick to compile at smoke size (as in test_train.py).
+STEPS, CHECKPOINT_EVERY = 8, 4
+WM_OVERRIDES = (
+  f"--config.train.steps={STEPS}",
+  f"--config.train.checkpoint_every={CHECKPOINT_EVERY}",
+  f"--config.train.eval_every={STEPS}",
+  f"--config.train.log_every={CHECKPOINT_EVERY}",
+  "--config.train.compile_ahead=false",
+)
+
+
+def wm_train(dataset, work, *overrides):
+  return [
+    "-m", "chessjax.main",
+    f"--config={REPO / 'configs' / 'cwm.py'}:family={FAMILY},size=d128,smoke=True",
+    f"--workdir={work}", f"--config.data.train={dataset}", "--config.data.bucket_lengths=(128,)",
+    *WM_OVERRIDES, *overrides,
+  ]  # fmt: skip
+
+
+def params_of(work):
+  return [np.asarray(x) for x in jax.tree.leaves(workdirs.restore(work).state["params"])]
+
+
+def assert_params_close(a, b):
+  """Equal up to the order of the gradient's sums over devices: the same run on another process
+  layout sums the 4 devices' gradients in another order (last bits), and Adam, dividing each
+  update by the gradient's own scale, turns last-bit differences of a near-zero gradient into
+  differences up to the learning rate (1e-3) in a few of 2.6M parameters."""
+  for x, y in zip(params_of(a), params_of(b), strict=True):
+    np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4)
+
+
+def assert_params_equal(a, b):
+  for x, y in zip(params_of(a), params_of(b), strict=True):
+    np.testing.assert_array_equal(x, y)
+
+
+def drop_checkpoints_after(work, step: int) -> None:
+  """WORK as it was when checkpoint `step` was the newest: later ones and the final files gone."""
+  for path in (work / "checkpoints").iterdir():
+    if path.name.isdigit() and int(path.name) > step:
+      shutil.rmtree(path)
+  for name in ("train_summary.json", "selection.json"):
+    (work / name).unlink(missing_ok=True)
+  shutil.rmtree(work / "best", ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def runs(small_dataset, tmp_path_factory):
+  """The world-model smoke training as 2 processes x 2 devices and as 1 process x 4 devices."""
+  root = tmp_path_factory.mktemp("multiprocess")
+  two = run(wm_train(small_dataset, root / "two"), root, tag="two")
+  one = run(wm_train(small_dataset, root / "one"), root, processes=1, devices=4, tag="one")
+  return {"root": root, "two": root / "two", "one": root / "one", "logs2": two, "logs1": one}
+
+
+def test_two_processes_train_like_one_with_four_devices(runs):
+  assert "4 devices, 2 processes" in runs["logs2"][0]
+  assert_params_close(runs["two"], runs["one"])
+  two = json.loads((runs["two"] / "train_summary.json").read_text())
+  one = json.loads((runs["one"] / "train_summary.json").read_text())
+  assert two["validation"]["loss"] == pytest.approx(one["validation"]["loss"], rel=1e-5)
+  # Each process read its own half of every batch: 4 rows of each global batch of 8.
+  for i, log in enumerate(runs["logs2"]):
+    assert f"process {i} of 2 read {4 * STEPS} records" in log, log[-3000:]
+  assert f"process 0 of 1 read {8 * STEPS} records" in runs["logs1"][0]
+
+
+def test_one_process_killed_stops_the_other_and_a_rerun_is_bit_exact(small_dataset, runs):
+  """SIGKILL of process 1 after the first checkpoint: process 0 stops within the heartbeat
+  timeout, naming process 1; the same command again resumes and ends bit for bit as the
+  uninterrupted 2-process run."""
+  work = runs["root"] / "killed"
+  procs = start(wm_train(small_dataset, work), runs["root"], tag="killed")
+  deadline = time.monotonic() + 240
+  while not (work / "checkpoints" / str(CHECKPOINT_EVERY)).exists():
+    assert time.monotonic() < deadline and procs.procs[1].poll() is None, procs.report()
+    time.sleep(0.01)
+  procs.kill([1])
+  killed_at = time.monotonic()
+  procs.wait(deadline=time.monotonic() - procs.started + HEARTBEAT_SECONDS + 30)
+  assert time.monotonic() - killed_at < HEARTBEAT_SECONDS + 30
+  assert procs.returncodes[0] != 0, procs.report()
+  assert not (work / "train_summary.json").exists(), "the run finished before the kill"
+  survivor = procs.logs()[0]
+  assert "stopped sending heartbeats" in survivor and "\n1\n" in survivor, procs.report()
+  run(wm_train(small_dataset, work), runs["root"], tag="rerun")
+  assert json.loads((work / "train_summary.json").read_text())["resumed_from"] == CHECKPOINT_EVERY
+  assert_params_equal(work, runs["two"])
+
+
+@pytest.mark.parametrize("written_by, resumed_by", [("two", 1), ("one", 2)])
+def test_elastic_resume(small_dataset, runs, written_by, resumed_by):
+  """A checkpoint written by 2 processes continues in 1 (and one of 1 in 2) with the same data
+  order (the plan's global batches do not depend on the process count): the end matches the run
+  that wrote it."""
+  work = runs["root"] / f"elastic_{written_by}"
+  shutil.copytree(runs[written_by], work)
+  drop_checkpoints_after(work, CHECKPOINT_EVERY)
+  devices = 4 // resumed_by
+  logs = run(
+    wm_train(small_dataset, work), runs["root"], processes=resumed_by, devices=devices,
+    tag=f"elastic_{written_by}",
+  )  # fmt: skip
+  assert f"resumed from step {CHECKPOINT_EVERY}" in logs[0]
+  assert_params_close(work, runs[written_by])
