@@ -102,7 +102,8 @@ class Runs:
 
 def start(args, log_dir, *, processes: int = 2, devices: int = 2, tag: str = "run") -> Runs:
   """Starts `python ARGS` as `processes` JAX processes of `devices` CPU devices each (one plain
-  process when `processes` is 1), logs in LOG_DIR/TAG.pN.log."""
+  process when `processes` is 1), logs in LOG_DIR/TAG.pN.log. `args` may be a function of the
+  process id (a different input on one host)."""
   port = free_port() if processes > 1 else None
   log_dir = Path(log_dir)
   log_dir.mkdir(parents=True, exist_ok=True)
@@ -112,7 +113,7 @@ def start(args, log_dir, *, processes: int = 2, devices: int = 2, tag: str = "ru
     with open(path, "w") as log:
       procs.append(
         subprocess.Popen(
-          [sys.executable, *map(str, args)],
+          [sys.executable, *map(str, args(i) if callable(args) else args)],
           cwd=REPO,
           env=environment(i, processes, devices, port),
           stdout=log,

@@ -20,7 +20,7 @@ from chessjax import workdir as workdirs
 pytestmark = pytest.mark.slow
 
 FAMILY = "gated_deltanet"  # Small and quick to compile at smoke size (as in test_train.py).
-STEPS, CHECKPOINT_EVERY = 8, 4
+STEPS, CHECKPOINT_EVERY = 4, 2
 WM_OVERRIDES = (
   f"--config.train.steps={STEPS}",
   f"--config.train.checkpoint_every={CHECKPOINT_EVERY}",
@@ -34,8 +34,8 @@ def wm_train(dataset, work, *overrides):
   return [
     "-m", "chessjax.main",
     f"--config={REPO / 'configs' / 'cwm.py'}:family={FAMILY},size=d128,smoke=True",
-    f"--workdir={work}", f"--config.data.train={dataset}", "--config.data.bucket_lengths=(128,)",
-    *WM_OVERRIDES, *overrides,
+    f"--workdir={work}", f"--config.data.train={dataset}", "--config.data.max_len=32",
+    "--config.data.bucket_lengths=(32,)", *WM_OVERRIDES, *overrides,
   ]  # fmt: skip
 
 
@@ -126,3 +126,65 @@ def test_elastic_resume(small_dataset, runs, written_by, resumed_by):
   )  # fmt: skip
   assert f"resumed from step {CHECKPOINT_EVERY}" in logs[0]
   assert_params_close(work, runs[written_by])
+
+
+def wm_evaluate(work, data, *extra):
+  return ["-m", "chessjax.world_model.evaluate", f"--workdir={work}", "--data", data, *extra]
+
+
+TIMING = ("compile_seconds", "eval_seconds", "games_per_s", "steps_per_s")
+
+
+def test_evaluation_by_two_processes_equals_one(small_dataset, runs):
+  """The test split (35 games) in global batches of 12, the last one 11 games and a padding row:
+  2 processes score every game once, as 1 process does, from a checkpoint written by 2."""
+  work, results = runs["two"], []
+  for processes, devices in ((2, 2), (1, 1)):
+    logs = run(
+      wm_evaluate(work, f"test={small_dataset}:test", "--batch-size=12", "--boards=1"),
+      runs["root"], processes=processes, devices=devices, tag=f"evaluate{processes}",
+    )  # fmt: skip
+    assert "report:" in logs[0] and all("report:" not in log for log in logs[1:])
+    results.append(json.loads((work / "eval" / "test.json").read_text()))
+  two, one = ({k: v for k, v in r.items() if k not in TIMING} for r in results)
+  assert two["dataset"]["games"] % 12 and two["batch_size"] == 12  # A partial last batch.
+  assert two["first_error_steps"] == one["first_error_steps"]
+  assert -2 not in two["first_error_steps"]
+  assert two.pop("boards") == one.pop("boards")
+  assert two.keys() == one.keys()
+  for key in two:
+    if isinstance(two[key], float):
+      assert two[key] == pytest.approx(one[key], rel=1e-6), key
+    elif key not in ("bins",):
+      assert two[key] == one[key], key
+
+
+def test_track_reads_a_two_process_checkpoint(runs):
+  logs = run(
+    ["-m", "chessjax.world_model.track", f"--workdir={runs['two']}", "--moves", "e2e4 e7e5"],
+    runs["root"], processes=1, devices=1, tag="track",
+  )  # fmt: skip
+  assert f"checkpoint step {STEPS}, 2 plies" in logs[0]
+
+
+def test_a_missing_data_path_on_one_host_stops_every_process(small_dataset, runs):
+  missing = runs["root"] / "no_such_data"
+  args = lambda i: wm_train(small_dataset if i == 0 else missing, runs["root"] / "bad")  # noqa: E731
+  procs = start(args, runs["root"], tag="bad_path").wait(deadline=120)
+  assert all(code != 0 for code in procs.returncodes), procs.report()
+  logs = procs.logs()
+  assert "FileNotFoundError" in logs[1] and str(missing) in logs[1], procs.report()
+  assert "process 1 of 2 failed" in logs[0] and str(missing) in logs[0], procs.report()
+
+
+def test_an_unreadable_shard_on_one_host_stops_every_process(small_dataset, runs):
+  bad = runs["root"] / "bad_shard"
+  shutil.copytree(small_dataset, bad)
+  for shard in bad.glob("test*"):
+    if shard.suffix not in (".npy", ".json"):
+      shard.write_bytes(b"not an array_record file" * 10)
+  args = lambda i: wm_evaluate(runs["two"], f"test={small_dataset if i == 0 else bad}:test")  # noqa: E731
+  procs = start(args, runs["root"], tag="bad_shard").wait(deadline=120)
+  assert all(code != 0 for code in procs.returncodes), procs.report()
+  logs = procs.logs()
+  assert "process 1 of 2 failed" in logs[0], procs.report()

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from chessjax import evaluation, runtime, workdir
+from chessjax import evaluation, processes, runtime, workdir
 from chessjax.data import pipeline
 from chessjax.data.source import parse_data_arg, resolve_split
 from chessjax.files import as_path, write_json, write_text
@@ -289,13 +289,14 @@ def main(argv=None) -> int:
       for text in args.data:
         name, path, split = parse_data_arg(text)
         data[name] = (path, split)
-    result = evaluate(
-      args.workdir,
-      sets=args.sets,
-      data=data,
-      which="latest" if args.latest else args.checkpoint,
-      batch_size=args.batch_size,
-    )
+    with processes.fail_together():  # Several processes: one's error stops them all.
+      result = evaluate(
+        args.workdir,
+        sets=args.sets,
+        data=data,
+        which="latest" if args.latest else args.checkpoint,
+        batch_size=args.batch_size,
+      )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:

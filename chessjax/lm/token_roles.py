@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from chessjax import runtime, workdir
+from chessjax import processes, runtime, workdir
 from chessjax.data import pipeline
 from chessjax.data.source import parse_data_arg, resolve_split
 from chessjax.files import as_path, write_json
@@ -116,6 +116,10 @@ def analyse(restored, path, split: str, *, max_games: int, batch_size: int) -> d
     bucket_lengths=tuple(config.data.bucket_lengths),
     max_len=config.data.max_len,
     max_games=max_games,
+    # Every process reads every row and computes the same sums (host-side role counts need all
+    # of them): with several processes the work is repeated, not split.
+    process_index=0,
+    process_count=1,
   )
   piece_ids = jnp.asarray(vocab.piece_ids)
   try:
@@ -197,13 +201,14 @@ def main(argv=None) -> int:
       for text in args.data:
         name, path, split = parse_data_arg(text)
         data[name] = (path, split)
-    result = run(
-      args.workdir,
-      data=data,
-      which=args.checkpoint,
-      max_games=args.max_games,
-      batch_size=args.batch_size,
-    )
+    with processes.fail_together():  # Several processes: one's error stops them all.
+      result = run(
+        args.workdir,
+        data=data,
+        which=args.checkpoint,
+        max_games=args.max_games,
+        batch_size=args.batch_size,
+      )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:
