@@ -188,3 +188,55 @@ def test_an_unreadable_shard_on_one_host_stops_every_process(small_dataset, runs
   assert all(code != 0 for code in procs.returncodes), procs.report()
   logs = procs.logs()
   assert "process 1 of 2 failed" in logs[0], procs.report()
+
+
+def lm_train(data, work):
+  return [
+    "-m", "chessjax.main",
+    f"--config={REPO / 'configs' / 'lm.py'}:model=gpt2,size=tiny,notation=uci,train=S,steps=4",
+    f"--workdir={work}", f"--config.data.train={data}", "--config.data.batch_size=8",
+    "--config.data.max_len=128", "--config.data.bucket_lengths=(128,)",
+    "--config.train.eval_batches=2", "--config.train.eval_every=4", "--config.train.log_every=2",
+    "--config.train.checkpoint_every=2", "--config.train.compile_ahead=false",
+  ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lm_runs(lm_sample, tmp_path_factory):
+  """GPT-2 tiny as a UCI language model, 4 steps, as 2 processes x 2 devices and 1 x 4."""
+  root = tmp_path_factory.mktemp("multiprocess_lm")
+  run(lm_train(lm_sample["data"], root / "two"), root, tag="lm_two")
+  run(lm_train(lm_sample["data"], root / "one"), root, processes=1, devices=4, tag="lm_one")
+  return {"root": root, "two": root / "two", "one": root / "one"}
+
+
+def test_language_model_two_processes_train_like_one(lm_runs):
+  assert_params_close(lm_runs["two"], lm_runs["one"])
+
+
+def test_language_model_evaluation_and_analyses_as_two_processes(lm_sample, lm_runs):
+  """Perplexity and probing by 2 processes equal those of 1 (this process, one device);
+  token_roles and the linear probe run as 2 processes, process 0 alone printing and writing."""
+  from chessjax.lm import evaluate
+
+  work, data = lm_runs["two"], lm_sample["data"]
+  logs = run(
+    ["-m", "chessjax.lm.evaluate", f"--workdir={work}", "--latest", "--sets", lm_sample["sets"],
+     "--data", f"dev={data}:dev", "--batch-size=16"],
+    lm_runs["root"], tag="lm_evaluate",
+  )  # fmt: skip
+  assert "results:" in logs[0] and "results:" not in logs[1]
+  two = json.loads((work / "eval" / "results.json").read_text())
+  one = evaluate.evaluate(
+    work, sets=lm_sample["sets"], data={"dev": (data, "dev")}, which="latest", batch_size=16
+  )
+  assert two["probes"] == json.loads(json.dumps(one["probes"]))  # Argmax answers: the same.
+  ppl_two, ppl_one = two["perplexity"]["dev"], one["perplexity"]["dev"]
+  assert ppl_two.pop("dataset") == ppl_one.pop("dataset")
+  assert ppl_two["moves"] == ppl_one["moves"] and ppl_two == pytest.approx(ppl_one, rel=1e-6)
+  logs = run(
+    ["-m", "chessjax.lm.token_roles", f"--workdir={work}", "--checkpoint=latest",
+     "--data", f"dev={data}:dev", "--max-games=12", "--batch-size=8"],
+    lm_runs["root"], tag="lm_token_roles",
+  )  # fmt: skip
+  assert (work / "eval" / "token_roles.json").exists() and logs[0].strip() and logs[1]
