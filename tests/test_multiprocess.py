@@ -240,3 +240,10 @@ def test_language_model_evaluation_and_analyses_as_two_processes(lm_sample, lm_r
     lm_runs["root"], tag="lm_token_roles",
   )  # fmt: skip
   assert (work / "eval" / "token_roles.json").exists() and logs[0].strip() and logs[1]
+  logs = run(
+    ["-m", "chessjax.lm.linear_probe", f"--workdir={work}", "--which=latest", "--max-games=8",
+     "--steps=5", "--max-train-positions=100", "--batch-size=64"],
+    lm_runs["root"], tag="lm_linear_probe",
+  )  # fmt: skip
+  assert "written:" in logs[0] and "written:" not in logs[1]
+  assert (work / "eval" / "linear_probe.json").exists()
