@@ -26,7 +26,13 @@ class Checkpointer:
     self.directory = as_path(workdir) / subdir
     self.manager = ocp.CheckpointManager(
       self.directory,
-      options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
+      options=ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep,
+        create=True,
+        # Several processes agree through barriers named after the step; a run saves `best`
+        # and `checkpoints` at the same step, so each manager needs barrier names of its own.
+        multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=subdir),
+      ),
       item_names=("state", "data"),
     )
 

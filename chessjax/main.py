@@ -5,45 +5,23 @@ r"""Training entry point.
 
 Multi-host: on a Cloud TPU VM slice or in a multi-task SLURM job `jax.distributed.initialize()`
 finds its peers by itself; elsewhere set CHESSJAX_COORDINATOR (host:port),
-CHESSJAX_NUM_PROCESSES and CHESSJAX_PROCESS_ID on every process. Rerunning the same command
+CHESSJAX_NUM_PROCESSES and CHESSJAX_PROCESS_ID on every process (`chessjax.processes`: time
+limits, and how one failing process stops the others). Rerunning the same command
 resumes from the workdir. Compiled programs are cached per host (`chessjax.runtime`,
 `--config.train.compilation_cache=DIR`, "" for none).
 """
 
 import logging
-import os
 
-import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from chessjax import memory, runtime, train
+from chessjax import memory, processes, runtime, train
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config file (configs/cwm.py:family=...,size=...)")
 flags.DEFINE_string("workdir", None, "Where checkpoints, logs and summaries go.")
 flags.mark_flags_as_required(["config", "workdir"])
-
-
-def initialize_distributed() -> None:
-  """Joins the other processes of a multi-host run, if this is one.
-
-  Must run before anything touches a JAX backend. Explicit CHESSJAX_* settings win; otherwise a
-  multi-worker Cloud TPU slice or a multi-task SLURM job is detected by JAX itself.
-  """
-  if "CHESSJAX_COORDINATOR" in os.environ:
-    # Cross-process collectives on CPU devices need gloo; GPU and TPU runs ignore this setting.
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-      coordinator_address=os.environ["CHESSJAX_COORDINATOR"],
-      num_processes=int(os.environ["CHESSJAX_NUM_PROCESSES"]),
-      process_id=int(os.environ["CHESSJAX_PROCESS_ID"]),
-    )
-  elif (
-    os.environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0
-    or int(os.environ.get("SLURM_NTASKS", "1")) > 1
-  ):
-    jax.distributed.initialize()
 
 
 def main(argv) -> None:
@@ -52,14 +30,15 @@ def main(argv) -> None:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
   logging.getLogger("absl").setLevel(logging.WARNING)
   config = FLAGS.config
-  # Before any compilation (and before backends start, which logs the probe it quiets).
+  # Before any compilation (and before backends start, which logs the probe it quiets); joins
+  # the other processes of a multi-host run.
   runtime.setup(config.train.get("compilation_cache", runtime.AUTO))
-  initialize_distributed()
   config.lock()
-  try:
-    train.train_and_evaluate(config, FLAGS.workdir)
-  except memory.StepTooLarge as e:
-    raise SystemExit(f"error: {e}") from None
+  with processes.fail_together():
+    try:
+      train.train_and_evaluate(config, FLAGS.workdir)
+    except memory.StepTooLarge as e:
+      raise SystemExit(f"error: {e}") from None
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ evaluation commands. Call `setup(...)` once, before the first compilation.
   and logs "Unable to initialize backend 'tpu'" at INFO level on every run. That one logger
   (`jax._src.xla_bridge`) is raised to WARNING; a platform the user asked for that fails to start
   still raises, and JAX's warnings (e.g. a GPU present without a CUDA jaxlib) still show.
+* Several processes (`initialize_distributed`, which `setup` calls): joins the other processes
+  of a multi-host run before anything touches a backend, with bounded waits, so no process waits
+  forever on a lost peer (`chessjax.processes`).
 """
 
 import json
@@ -25,6 +28,7 @@ import os
 
 import jax
 
+from chessjax import processes
 from chessjax.files import as_path
 
 AUTO = "auto"  # The per-user default directory.
@@ -90,7 +94,9 @@ def setup(compilation_cache: str | None = AUTO) -> str:
   """All of the above; returns the compilation cache directory ("" when off)."""
   quiet_backend_probe()
   unroll_threefry_on_cpu()
-  return enable_compilation_cache(compilation_cache)
+  directory = enable_compilation_cache(compilation_cache)
+  processes.initialize_distributed()
+  return directory
 
 
 def setup_for_workdir(workdir) -> str:

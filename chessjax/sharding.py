@@ -1,6 +1,15 @@
-"""Data parallelism: the 1-D device mesh and global batches built from each process's rows."""
+"""Data parallelism: the 1-D device mesh, replicated state and global batches built from each
+process's rows.
+
+With several processes (`chessjax.processes`) a global array spans devices this process cannot
+address: it is made from process-local data (`jax.make_array_from_process_local_data`,
+`jax.make_array_from_callback`), never by `jax.device_put` of an array committed to a local device.
+"""
+
+from functools import partial
 
 import jax
+import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -17,6 +26,24 @@ def make_mesh(devices=None) -> jax.sharding.Mesh:
 
 def replicated(mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
+
+
+def put_replicated(tree, mesh):
+  """`tree`'s arrays (equal in every process, e.g. the initial train state) replicated over every
+  device of `mesh`. One process: `jax.device_put`. Several: each process supplies its devices'
+  copies from its own host values (bit for bit the same arrays)."""
+  target = replicated(mesh)
+  if mesh.is_multi_process:
+    return jax.tree.map(partial(_replicated_copy, target=target), tree)
+  return jax.device_put(tree, target)
+
+
+def _replicated_copy(x, target: NamedSharding) -> jax.Array:
+  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):  # Typed keys: via their raw bits.
+    wrap = partial(jax.random.wrap_key_data, impl=jax.random.key_impl(x))
+    return jax.jit(wrap, out_shardings=target)(_replicated_copy(jax.random.key_data(x), target))
+  host = np.asarray(x)
+  return jax.make_array_from_callback(host.shape, target, lambda index: host[index])
 
 
 def batch_sharding(mesh) -> NamedSharding:

@@ -210,7 +210,7 @@ def build(
   tx = optim.make_optimizer(config.optim, total, params, warmup_steps=warmup_steps(config, total))
   mesh = sharding.make_mesh(devices)
   replicated = sharding.replicated(mesh)
-  state = jax.device_put(init_state(params, model_state, tx), replicated)
+  state = sharding.put_replicated(init_state(params, model_state, tx), mesh)
   state_sharding = jax.tree.map(lambda x: x.sharding, state)
   fns = StepFns(
     task=task,

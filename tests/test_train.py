@@ -1,10 +1,10 @@
-"""Configs, optimizer schedule, training loop, resume, non-finite guard, sharding, processes."""
+"""Configs, optimizer schedule, training loop, resume, non-finite guard, sharding (several
+processes: test_multiprocess.py)."""
 
 import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -266,47 +266,6 @@ def test_data_parallel_on_four_devices_matches_one(dataset):
   one = run_losses(dataset, jax.devices()[:1])
   four = run_losses(dataset, jax.devices()[:4])
   np.testing.assert_allclose(four, one, rtol=2e-5)
-
-
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-@pytest.mark.slow
-def test_two_processes_train_like_one(dataset, tmp_path):
-  port = free_port()
-  procs = []
-  for pid in range(2):
-    env = subprocess_env(
-      tmp_path,
-      CHESSJAX_COORDINATOR=f"127.0.0.1:{port}",
-      CHESSJAX_NUM_PROCESSES="2",
-      CHESSJAX_PROCESS_ID=str(pid),
-    )
-    cmd = main_cmd(
-      dataset,
-      tmp_path / "multi",
-      "--config.train.steps=4",
-      "--config.train.checkpoint_every=4",
-      "--config.train.eval_every=4",
-    )
-    procs.append(
-      subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-      )
-    )
-  outputs = [p.communicate(timeout=600)[0] for p in procs]
-  for p, out in zip(procs, outputs, strict=True):
-    assert p.returncode == 0, out[-3000:]
-  assert "2 processes" in outputs[0]
-  # The same run in one process (this one: no third interpreter to start).
-  one = train.train_and_evaluate(
-    smoke_config(dataset, steps=4, checkpoint_every=4, eval_every=4), tmp_path / "single"
-  )
-  multi = json.loads((tmp_path / "multi" / "train_summary.json").read_text())
-  assert multi["validation"]["loss"] == pytest.approx(one["validation"]["loss"], rel=1e-4)
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ grain's per-worker positions, so a checkpoint restores under any `worker_count`.
 """
 
 import json
+import logging
 
 import grain
 import numpy as np
@@ -33,6 +34,7 @@ from chessjax.data.source import GameSource, read_manifest, shard_paths
 DEFAULT_PREFETCH_BATCHES = 4
 
 _LENGTHS_CACHE: dict[tuple, np.ndarray] = {}
+log = logging.getLogger(__name__)
 
 
 def game_lengths(path, split: str) -> np.ndarray:
@@ -189,6 +191,9 @@ class BatchIterator(grain.DatasetIterator):
     }
     self._next_batch = 0
     self._inner = None
+    # Games this process has read (pad rows left out), logged on `close`: with several processes
+    # each reads only its rows of every global batch.
+    self.records_read = 0
 
   def _ensure_started(self) -> None:
     if self._inner is None:
@@ -202,6 +207,7 @@ class BatchIterator(grain.DatasetIterator):
     self._ensure_started()
     batch = next(self._inner)
     self._next_batch += 1
+    self.records_read += int(np.count_nonzero(batch["index"] >= 0))
     return batch
 
   def get_state(self) -> dict:
@@ -225,6 +231,19 @@ class BatchIterator(grain.DatasetIterator):
     if self._inner is not None:
       self._inner.close()
       self._inner = None
+    if self.records_read:
+      plan = self.plan
+      log.info(
+        "process %d of %d read %d records of %s:%s (%d rows of each global batch of %d)",
+        plan.process_index,
+        plan.process_count,
+        self.records_read,
+        self.path,
+        self.split,
+        plan.local_batch_size,
+        plan.batch_size,
+      )
+      self.records_read = 0
     super().close()
 
   def __str__(self) -> str:

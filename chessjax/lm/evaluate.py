@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from chessjax import evaluation, runtime, workdir
+from chessjax import evaluation, processes, runtime, workdir
 from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json, write_text
 from chessjax.lm import continuations, probing
@@ -270,13 +270,14 @@ def main(argv=None) -> int:
   args = ap.parse_args(argv)
   runtime.setup_for_workdir(args.workdir)
   try:
-    result = evaluate(
-      args.workdir,
-      sets=args.sets,
-      data=workdir.parse_datasets(args.data) if args.data else None,
-      which="latest" if args.latest else args.checkpoint,
-      batch_size=args.batch_size,
-    )
+    with processes.fail_together():  # Several processes: one's error stops them all.
+      result = evaluate(
+        args.workdir,
+        sets=args.sets,
+        data=workdir.parse_datasets(args.data) if args.data else None,
+        which="latest" if args.latest else args.checkpoint,
+        batch_size=args.batch_size,
+      )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:

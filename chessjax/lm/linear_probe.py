@@ -39,6 +39,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from chessjax import processes, runtime
 from chessjax.data import read_manifest
 from chessjax.data.source import GameSource
 from chessjax.encoding import PAD_ID
@@ -466,25 +467,27 @@ def main(argv=None) -> int:
   ap.add_argument("--control-seed", type=int, default=None, help="default: the config's seed")
   ap.add_argument("--out", default=None, help="output directory (default: WORKDIR/eval)")
   args = ap.parse_args(argv)
+  runtime.setup_for_workdir(args.workdir)  # Joins the other processes of a multi-host run.
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
   logging.getLogger("absl").setLevel(logging.WARNING)
   if min(args.max_games, args.max_train_positions, args.steps, args.batch_size) < 1:
     ap.error("--max-games, --max-train-positions, --steps and --batch-size must be positive")
   try:
-    result = probe_workdir(
-      args.workdir,
-      data=args.data,
-      train_split=args.train_split,
-      test_split=args.test_split,
-      max_games=args.max_games,
-      max_train_positions=args.max_train_positions,
-      which=args.which,
-      steps=args.steps,
-      batch_size=args.batch_size,
-      lr=args.lr,
-      weight_decay=args.weight_decay,
-      control_seed=args.control_seed,
-    )
+    with processes.fail_together():  # Several processes: one's error stops them all.
+      result = probe_workdir(
+        args.workdir,
+        data=args.data,
+        train_split=args.train_split,
+        test_split=args.test_split,
+        max_games=args.max_games,
+        max_train_positions=args.max_train_positions,
+        which=args.which,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        control_seed=args.control_seed,
+      )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   out = args.out or as_path(args.workdir) / EVAL_DIR

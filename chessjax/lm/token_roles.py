@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from chessjax import runtime, workdir
+from chessjax import processes, runtime, workdir
 from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json
 from chessjax.lm import tokens as tk
@@ -104,7 +104,16 @@ def analyse(restored, path, split: str, *, max_games: int, batch_size: int) -> d
   state = restored.state
   sums = RoleSums()
   batches = workdir.eval_batches(
-    restored.config, task.eval_rows, path, split, batch_size=batch_size, max_games=max_games
+    restored.config,
+    task.eval_rows,
+    path,
+    split,
+    batch_size=batch_size,
+    max_games=max_games,
+    # Every process reads every row and computes the same sums (host-side role counts need all
+    # of them): with several processes the work is repeated, not split.
+    process_index=0,
+    process_count=1,
   )
   piece_ids = jnp.asarray(vocab.piece_ids)
   try:
@@ -180,13 +189,14 @@ def main(argv=None) -> int:
   args = ap.parse_args(argv)
   runtime.setup_for_workdir(args.workdir)
   try:
-    result = run(
-      args.workdir,
-      data=workdir.parse_datasets(args.data) if args.data else None,
-      which=args.checkpoint,
-      max_games=args.max_games,
-      batch_size=args.batch_size,
-    )
+    with processes.fail_together():  # Several processes: one's error stops them all.
+      result = run(
+        args.workdir,
+        data=workdir.parse_datasets(args.data) if args.data else None,
+        which=args.checkpoint,
+        max_games=args.max_games,
+        batch_size=args.batch_size,
+      )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:

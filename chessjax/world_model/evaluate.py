@@ -53,7 +53,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from chessjax import evaluation, labels, runtime, workdir
+from chessjax import evaluation, labels, processes, runtime, workdir
 from chessjax.data import pipeline
 from chessjax.data.source import GameSource, read_manifest, resolve_split, variant_of_manifest
 from chessjax.encoding import id_to_move
@@ -526,16 +526,17 @@ def main(argv=None) -> int:
   if args.gallery < 0:
     ap.error("--gallery must be >= 0")
   try:
-    results = evaluate(
-      args.workdir,
-      workdir.parse_datasets(args.data),
-      which=args.checkpoint,
-      batch_size=args.batch_size,
-      max_games=args.max_games,
-      boards=args.boards,
-      max_len=args.max_len,
-      gallery=args.gallery,
-    )
+    with processes.fail_together():  # Several processes: one's error stops them all.
+      results = evaluate(
+        args.workdir,
+        workdir.parse_datasets(args.data),
+        which=args.checkpoint,
+        batch_size=args.batch_size,
+        max_games=args.max_games,
+        boards=args.boards,
+        max_len=args.max_len,
+        gallery=args.gallery,
+      )
   except (ValueError, FileNotFoundError, KeyError) as e:
     ap.error(str(e))
   if jax.process_index() == 0:

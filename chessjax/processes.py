@@ -1,0 +1,166 @@
+"""One run as several processes (JAX's multi-controller runtime): joining them, and stopping
+them together.
+
+A multi-host run (a TPU slice with several workers, a multi-node GPU job, or N processes on one
+machine) runs the same command in every process; `initialize_distributed` connects them before
+anything touches a backend:
+* Explicit settings, on any machine: CHESSJAX_COORDINATOR (host:port of process 0),
+  CHESSJAX_NUM_PROCESSES and CHESSJAX_PROCESS_ID, optionally CHESSJAX_LOCAL_DEVICE_IDS
+  (comma-separated) to give each process some of the machine's accelerators. CPU devices then
+  talk through gloo (JAX's CPU collectives).
+* Otherwise JAX detects a multi-worker Cloud TPU slice (TPU_WORKER_HOSTNAMES), a multi-task SLURM
+  job (SLURM_NTASKS > 1; one process per GPU) or Open MPI (OMPI_COMM_WORLD_SIZE > 1) by itself.
+
+No process waits forever on another:
+* a process that dies (SIGKILL, preemption, a crash below Python) stops sending heartbeats; after
+  CHESSJAX_HEARTBEAT_TIMEOUT seconds (default 100, JAX's) JAX's coordination service ends every
+  other process, with a fatal log line that names the lost one ("The following tasks are
+  unhealthy (stopped sending heartbeats): 1"), or, when process 0 (the coordinator) is the one
+  lost, says that the coordination service is unreachable;
+* a Python error in one process (`fail_together`, around every entry point) is published to the
+  others, which print it, naming the failed process, and exit at once (within
+  `WATCH_SECONDS`) instead of waiting in their next collective; the failed process exits without
+  JAX's shutdown barrier, which would otherwise hold it for CHESSJAX_SHUTDOWN_TIMEOUT seconds;
+* joining waits at most CHESSJAX_INIT_TIMEOUT seconds (default 300, JAX's) for every process.
+"""
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+import time
+import traceback
+
+import jax
+
+FAILED_PREFIX = "chessjax/failed/"  # Key-value store directory: process id -> error text.
+WATCH_SECONDS = 0.5  # How often each process looks for a peer's published error.
+_watcher: "threading.Thread | None" = None
+_stopping = threading.Event()
+
+
+def _int_env(name: str, default: int) -> int:
+  value = os.environ.get(name, "")
+  try:
+    return int(value) if value else default
+  except ValueError:
+    raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def timeouts() -> dict:
+  """`jax.distributed.initialize`'s time limits (seconds) from the CHESSJAX_* variables."""
+  return {
+    "initialization_timeout": _int_env("CHESSJAX_INIT_TIMEOUT", 300),
+    "heartbeat_timeout_seconds": _int_env("CHESSJAX_HEARTBEAT_TIMEOUT", 100),
+    "shutdown_timeout_seconds": _int_env("CHESSJAX_SHUTDOWN_TIMEOUT", 300),
+  }
+
+
+def detected_cluster() -> bool:
+  """Whether JAX's own detection will find a multi-process cluster (TPU slice, SLURM, MPI)."""
+  env = os.environ
+  return (
+    env.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0
+    or int(env.get("SLURM_NTASKS", "1") or 1) > 1
+    or int(env.get("OMPI_COMM_WORLD_SIZE", "1") or 1) > 1
+  )
+
+
+def initialize_distributed() -> bool:
+  """Joins the other processes of a multi-host run, if this is one; returns whether it is.
+
+  Must run before anything touches a JAX backend (`chessjax.runtime.setup` calls it). Idempotent.
+  """
+  if _watcher is not None:
+    return True
+  if "CHESSJAX_COORDINATOR" in os.environ:
+    # Cross-process collectives on CPU devices need gloo; GPU and TPU runs ignore this setting.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    ids = os.environ.get("CHESSJAX_LOCAL_DEVICE_IDS", "")
+    jax.distributed.initialize(
+      coordinator_address=os.environ["CHESSJAX_COORDINATOR"],
+      num_processes=int(os.environ["CHESSJAX_NUM_PROCESSES"]),
+      process_id=int(os.environ["CHESSJAX_PROCESS_ID"]),
+      local_device_ids=[int(i) for i in ids.split(",")] if ids else None,
+      **timeouts(),
+    )
+  elif detected_cluster():
+    jax.distributed.initialize(**timeouts())
+  else:
+    return False
+  _start_watcher()
+  return True
+
+
+def _client():
+  from jax._src import distributed  # JAX's key-value store: no public API for it yet.
+
+  return distributed.global_state.client
+
+
+def _start_watcher() -> None:
+  """A daemon thread that ends this process as soon as another one publishes its error."""
+  global _watcher
+  client = _client()
+
+  def watch():
+    while not _stopping.wait(WATCH_SECONDS):
+      try:
+        failed = client.key_value_dir_get(FAILED_PREFIX)
+      except Exception:  # noqa: BLE001 - the coordinator is gone: JAX's own health check reports it.
+        return
+      if failed and not _stopping.is_set():
+        key, message = sorted(failed)[0]
+        who = key.rsplit("/", 1)[-1]
+        print(
+          f"error: process {who} of {jax.process_count()} failed, stopping process "
+          f"{jax.process_index()} too:\n{message}",
+          file=sys.stderr,
+          flush=True,
+        )
+        os._exit(1)
+
+  _watcher = threading.Thread(target=watch, name="chessjax-peer-errors", daemon=True)
+  _watcher.start()
+  # Registered after jax.distributed's own exit handler, hence run before it: the thread stops
+  # asking the key-value store before JAX disconnects from it.
+  atexit.register(_stop_watcher)
+
+
+def _stop_watcher() -> None:
+  _stopping.set()
+  if _watcher is not None:
+    _watcher.join(timeout=5 * WATCH_SECONDS)
+
+
+@contextlib.contextmanager
+def fail_together():
+  """Around an entry point: in a multi-process run, an exception (or a non-zero `SystemExit`, e.g.
+  argparse's error) is printed, published to the other processes (which then stop, showing it)
+  and ends this process at once. Single-process runs are untouched."""
+  try:
+    yield
+  except BaseException as e:
+    if _watcher is None or (isinstance(e, SystemExit) and e.code in (None, 0)):
+      raise
+    if isinstance(e, SystemExit):
+      text = e.code if isinstance(e.code, str) else f"exit status {e.code}"
+      code = e.code if isinstance(e.code, int) else 1
+    else:
+      text = "".join(traceback.format_exception(e)).rstrip()
+      code = 1
+    print(text, file=sys.stderr, flush=True)
+    _publish_failure(text)
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def _publish_failure(text: str) -> None:
+  _stopping.set()
+  try:
+    _client().key_value_set(f"{FAILED_PREFIX}{jax.process_index()}", text[-4000:])
+    # Process 0 hosts the key-value store: stay up until the others have had time to read it.
+    time.sleep(4 * WATCH_SECONDS)
+  except Exception as e:  # noqa: BLE001 - the run is failing anyway; say why peers may not know.
+    print(f"(could not tell the other processes: {e})", file=sys.stderr, flush=True)

@@ -1,0 +1,249 @@
+"""The public commands as 2 local JAX processes of 2 CPU devices each, against 1 process of 4.
+
+Every check runs the commands as subprocesses (`tests/multiprocess.py`: free port, gloo, a hard
+deadline, every process's log on failure). The runs are shared: one 2-process and one 1-process
+training per task, reused by the parity, resume, elastic and evaluation checks.
+"""
+
+import json
+import shutil
+import time
+
+import jax
+import numpy as np
+import pytest
+from conftest import REPO
+from multiprocess import HEARTBEAT_SECONDS, run, start
+
+from chessjax import workdir as workdirs
+
+pytestmark = pytest.mark.slow
+
+FAMILY = "gated_deltanet"  # Small and quick to compile at smoke size (as in test_train.py).
+STEPS, CHECKPOINT_EVERY = 4, 2
+WM_OVERRIDES = (
+  f"--config.train.steps={STEPS}",
+  f"--config.train.checkpoint_every={CHECKPOINT_EVERY}",
+  f"--config.train.eval_every={STEPS}",
+  f"--config.train.log_every={CHECKPOINT_EVERY}",
+  "--config.train.compile_ahead=false",
+)
+
+
+def wm_train(dataset, work, *overrides):
+  return [
+    "-m", "chessjax.main",
+    f"--config={REPO / 'configs' / 'cwm.py'}:family={FAMILY},size=d128,smoke=True",
+    f"--workdir={work}", f"--config.data.train={dataset}", "--config.data.max_len=32",
+    "--config.data.bucket_lengths=(32,)", *WM_OVERRIDES, *overrides,
+  ]  # fmt: skip
+
+
+def params_of(work):
+  return [np.asarray(x) for x in jax.tree.leaves(workdirs.restore(work).state["params"])]
+
+
+def assert_params_close(a, b):
+  """Equal up to the order of the gradient's sums over devices: the same run on another process
+  layout sums the 4 devices' gradients in another order (last bits), and Adam, dividing each
+  update by the gradient's own scale, turns last-bit differences of a near-zero gradient into
+  differences up to the learning rate (1e-3) in a few of 2.6M parameters."""
+  for x, y in zip(params_of(a), params_of(b), strict=True):
+    np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4)
+
+
+def assert_params_equal(a, b):
+  for x, y in zip(params_of(a), params_of(b), strict=True):
+    np.testing.assert_array_equal(x, y)
+
+
+def drop_checkpoints_after(work, step: int) -> None:
+  """WORK as it was when checkpoint `step` was the newest: later ones and the final files gone."""
+  for path in (work / "checkpoints").iterdir():
+    if path.name.isdigit() and int(path.name) > step:
+      shutil.rmtree(path)
+  for name in ("train_summary.json", "selection.json"):
+    (work / name).unlink(missing_ok=True)
+  shutil.rmtree(work / "best", ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def runs(small_dataset, tmp_path_factory):
+  """The world-model smoke training as 2 processes x 2 devices and as 1 process x 4 devices."""
+  root = tmp_path_factory.mktemp("multiprocess")
+  two = run(wm_train(small_dataset, root / "two"), root, tag="two")
+  one = run(wm_train(small_dataset, root / "one"), root, processes=1, devices=4, tag="one")
+  return {"root": root, "two": root / "two", "one": root / "one", "logs2": two, "logs1": one}
+
+
+def test_two_processes_train_like_one_with_four_devices(runs):
+  assert "4 devices, 2 processes" in runs["logs2"][0]
+  assert_params_close(runs["two"], runs["one"])
+  two = json.loads((runs["two"] / "train_summary.json").read_text())
+  one = json.loads((runs["one"] / "train_summary.json").read_text())
+  assert two["validation"]["loss"] == pytest.approx(one["validation"]["loss"], rel=1e-5)
+  # Each process read its own half of every batch: 4 rows of each global batch of 8.
+  for i, log in enumerate(runs["logs2"]):
+    assert f"process {i} of 2 read {4 * STEPS} records" in log, log[-3000:]
+  assert f"process 0 of 1 read {8 * STEPS} records" in runs["logs1"][0]
+
+
+def test_one_process_killed_stops_the_other_and_a_rerun_is_bit_exact(small_dataset, runs):
+  """SIGKILL of process 1 after the first checkpoint: process 0 stops within the heartbeat
+  timeout, naming process 1; the same command again resumes and ends bit for bit as the
+  uninterrupted 2-process run."""
+  work = runs["root"] / "killed"
+  procs = start(wm_train(small_dataset, work), runs["root"], tag="killed")
+  deadline = time.monotonic() + 240
+  while not (work / "checkpoints" / str(CHECKPOINT_EVERY)).exists():
+    assert time.monotonic() < deadline and procs.procs[1].poll() is None, procs.report()
+    time.sleep(0.01)
+  procs.kill([1])
+  killed_at = time.monotonic()
+  procs.wait(deadline=time.monotonic() - procs.started + HEARTBEAT_SECONDS + 30)
+  assert time.monotonic() - killed_at < HEARTBEAT_SECONDS + 30
+  assert procs.returncodes[0] != 0, procs.report()
+  assert not (work / "train_summary.json").exists(), "the run finished before the kill"
+  survivor = procs.logs()[0]
+  assert "stopped sending heartbeats" in survivor and "\n1\n" in survivor, procs.report()
+  run(wm_train(small_dataset, work), runs["root"], tag="rerun")
+  assert json.loads((work / "train_summary.json").read_text())["resumed_from"] == CHECKPOINT_EVERY
+  assert_params_equal(work, runs["two"])
+
+
+@pytest.mark.parametrize("written_by, resumed_by", [("two", 1), ("one", 2)])
+def test_elastic_resume(small_dataset, runs, written_by, resumed_by):
+  """A checkpoint written by 2 processes continues in 1 (and one of 1 in 2) with the same data
+  order (the plan's global batches do not depend on the process count): the end matches the run
+  that wrote it."""
+  work = runs["root"] / f"elastic_{written_by}"
+  shutil.copytree(runs[written_by], work)
+  drop_checkpoints_after(work, CHECKPOINT_EVERY)
+  devices = 4 // resumed_by
+  logs = run(
+    wm_train(small_dataset, work), runs["root"], processes=resumed_by, devices=devices,
+    tag=f"elastic_{written_by}",
+  )  # fmt: skip
+  assert f"resumed from step {CHECKPOINT_EVERY}" in logs[0]
+  assert_params_close(work, runs[written_by])
+
+
+def wm_evaluate(work, data, *extra):
+  return ["-m", "chessjax.world_model.evaluate", f"--workdir={work}", "--data", data, *extra]
+
+
+TIMING = ("compile_seconds", "eval_seconds", "games_per_s", "steps_per_s")
+
+
+def test_evaluation_by_two_processes_equals_one(small_dataset, runs):
+  """The test split (35 games) in global batches of 12, the last one 11 games and a padding row:
+  2 processes score every game once, as 1 process does, from a checkpoint written by 2."""
+  work, results = runs["two"], []
+  for processes, devices in ((2, 2), (1, 1)):
+    logs = run(
+      wm_evaluate(work, f"test={small_dataset}:test", "--batch-size=12", "--boards=1"),
+      runs["root"], processes=processes, devices=devices, tag=f"evaluate{processes}",
+    )  # fmt: skip
+    assert "report:" in logs[0] and all("report:" not in log for log in logs[1:])
+    results.append(json.loads((work / "eval" / "test.json").read_text()))
+  two, one = ({k: v for k, v in r.items() if k not in TIMING} for r in results)
+  assert two["dataset"]["games"] % 12 and two["batch_size"] == 12  # A partial last batch.
+  assert two["first_error_steps"] == one["first_error_steps"]
+  assert -2 not in two["first_error_steps"]
+  assert two.pop("boards") == one.pop("boards")
+  assert two.keys() == one.keys()
+  for key in two:
+    if isinstance(two[key], float):
+      assert two[key] == pytest.approx(one[key], rel=1e-6), key
+    elif key not in ("bins",):
+      assert two[key] == one[key], key
+
+
+def test_track_reads_a_two_process_checkpoint(runs):
+  logs = run(
+    ["-m", "chessjax.world_model.track", f"--workdir={runs['two']}", "--moves", "e2e4 e7e5"],
+    runs["root"], processes=1, devices=1, tag="track",
+  )  # fmt: skip
+  assert f"checkpoint step {STEPS}, 2 plies" in logs[0]
+
+
+def test_a_missing_data_path_on_one_host_stops_every_process(small_dataset, runs):
+  missing = runs["root"] / "no_such_data"
+  args = lambda i: wm_train(small_dataset if i == 0 else missing, runs["root"] / "bad")  # noqa: E731
+  procs = start(args, runs["root"], tag="bad_path").wait(deadline=120)
+  assert all(code != 0 for code in procs.returncodes), procs.report()
+  logs = procs.logs()
+  assert "FileNotFoundError" in logs[1] and str(missing) in logs[1], procs.report()
+  assert "process 1 of 2 failed" in logs[0] and str(missing) in logs[0], procs.report()
+
+
+def test_an_unreadable_shard_on_one_host_stops_every_process(small_dataset, runs):
+  bad = runs["root"] / "bad_shard"
+  shutil.copytree(small_dataset, bad)
+  for shard in bad.glob("test*"):
+    if shard.suffix not in (".npy", ".json"):
+      shard.write_bytes(b"not an array_record file" * 10)
+  args = lambda i: wm_evaluate(runs["two"], f"test={small_dataset if i == 0 else bad}:test")  # noqa: E731
+  procs = start(args, runs["root"], tag="bad_shard").wait(deadline=120)
+  assert all(code != 0 for code in procs.returncodes), procs.report()
+  logs = procs.logs()
+  assert "process 1 of 2 failed" in logs[0], procs.report()
+
+
+def lm_train(data, work):
+  return [
+    "-m", "chessjax.main",
+    f"--config={REPO / 'configs' / 'lm.py'}:model=gpt2,size=tiny,notation=uci,train=S,steps=4",
+    f"--workdir={work}", f"--config.data.train={data}", "--config.data.batch_size=8",
+    "--config.data.max_len=128", "--config.data.bucket_lengths=(128,)",
+    "--config.train.eval_batches=2", "--config.train.eval_every=4", "--config.train.log_every=2",
+    "--config.train.checkpoint_every=2", "--config.train.compile_ahead=false",
+  ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lm_runs(lm_sample, tmp_path_factory):
+  """GPT-2 tiny as a UCI language model, 4 steps, as 2 processes x 2 devices and 1 x 4."""
+  root = tmp_path_factory.mktemp("multiprocess_lm")
+  run(lm_train(lm_sample["data"], root / "two"), root, tag="lm_two")
+  run(lm_train(lm_sample["data"], root / "one"), root, processes=1, devices=4, tag="lm_one")
+  return {"root": root, "two": root / "two", "one": root / "one"}
+
+
+def test_language_model_two_processes_train_like_one(lm_runs):
+  assert_params_close(lm_runs["two"], lm_runs["one"])
+
+
+def test_language_model_evaluation_and_analyses_as_two_processes(lm_sample, lm_runs):
+  """Perplexity and probing by 2 processes equal those of 1 (this process, one device);
+  token_roles and the linear probe run as 2 processes, process 0 alone printing and writing."""
+  from chessjax.lm import evaluate
+
+  work, data = lm_runs["two"], lm_sample["data"]
+  logs = run(
+    ["-m", "chessjax.lm.evaluate", f"--workdir={work}", "--latest", "--sets", lm_sample["sets"],
+     "--data", f"dev={data}:dev", "--batch-size=16"],
+    lm_runs["root"], tag="lm_evaluate",
+  )  # fmt: skip
+  assert "results:" in logs[0] and "results:" not in logs[1]
+  two = json.loads((work / "eval" / "results.json").read_text())
+  one = evaluate.evaluate(
+    work, sets=lm_sample["sets"], data={"dev": (data, "dev")}, which="latest", batch_size=16
+  )
+  assert two["probes"] == json.loads(json.dumps(one["probes"]))  # Argmax answers: the same.
+  ppl_two, ppl_one = two["perplexity"]["dev"], one["perplexity"]["dev"]
+  assert ppl_two.pop("dataset") == ppl_one.pop("dataset")
+  assert ppl_two["moves"] == ppl_one["moves"] and ppl_two == pytest.approx(ppl_one, rel=1e-6)
+  logs = run(
+    ["-m", "chessjax.lm.token_roles", f"--workdir={work}", "--checkpoint=latest",
+     "--data", f"dev={data}:dev", "--max-games=12", "--batch-size=8"],
+    lm_runs["root"], tag="lm_token_roles",
+  )  # fmt: skip
+  assert (work / "eval" / "token_roles.json").exists() and logs[0].strip() and logs[1]
+  logs = run(
+    ["-m", "chessjax.lm.linear_probe", f"--workdir={work}", "--which=latest", "--max-games=8",
+     "--steps=5", "--max-train-positions=100", "--batch-size=64"],
+    lm_runs["root"], tag="lm_linear_probe",
+  )  # fmt: skip
+  assert "written:" in logs[0] and "written:" not in logs[1]
+  assert (work / "eval" / "linear_probe.json").exists()
