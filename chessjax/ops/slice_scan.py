@@ -70,13 +70,13 @@ def _transpose(a, diag):
   return a if diag else jnp.swapaxes(a, -1, -2)
 
 
-def affine_step(a_BNbb, c_BNb, y_BNb):
+def affine_step(a_BGbb, c_BGb, y_BGb):
   """One step `y <- (I + A) y + c` (also the streaming form): returns the new y.
 
   Shapes are [B, G, b, b], [B, G, b], [B, G, b] for blocks, or [B, D] each for the diagonal form.
   """
-  diag = a_BNbb.ndim == c_BNb.ndim
-  return y_BNb + _matvec(a_BNbb, y_BNb, diag) + c_BNb
+  diag = a_BGbb.ndim == c_BGb.ndim
+  return y_BGb + _matvec(a_BGbb, y_BGb, diag) + c_BGb
 
 
 # ---------------------------------------------------------------------------------------------
