@@ -46,7 +46,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-IMPLS = ("sequential", "chunked", "associative")
+from chessjax.ops.impl import check
+
 DEFAULT_CHUNK_SIZE = 256
 
 
@@ -170,8 +171,7 @@ def affine_scan(a, c, y0, *, impl="chunked", chunk_size=DEFAULT_CHUNK_SIZE, time
   Returns:
     [B, T, D] (or [T, B, D]) states y_1..y_T in the promoted dtype of the inputs.
   """
-  if impl not in IMPLS:
-    raise ValueError(f"unknown scan impl {impl!r}; expected one of {IMPLS}")
+  check(impl, "affine_scan")
   if not time_major:
     a, c = jnp.swapaxes(a, 0, 1), jnp.swapaxes(c, 0, 1)
   steps, batch, width = c.shape
