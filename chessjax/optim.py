@@ -6,8 +6,9 @@ constant (stage-1 sweep) or cosine decay to a floor, `floor + (1 - floor) * 0.5 
 with `p` the fraction of post-warmup steps done: the released code's LambdaLR, step for step
 (tests/test_step_parity.py); or linear decay to zero, `1 - p`, the schedule Toshniwal et al. train
 their language models with (Hugging Face's `get_linear_schedule_with_warmup`). Weight decay applies
-to every parameter except those a family marks as `NoWeightDecay` (Gated DeltaNet's A_log and
-dt_bias).
+to every parameter except those a family marks as `NoWeightDecay`: Gated DeltaNet's A_log and
+dt_bias only, the released code's optimizer groups (Mamba's A_log, dt_bias and D are decayed there:
+`chessjax.models.mamba`).
 """
 
 import jax

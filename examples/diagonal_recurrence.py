@@ -9,8 +9,9 @@ Mixer, per channel, with an input-dependent decay (x: the block's normalised inp
 
 parallel over time by an associative scan, and one step at a time for streaming. The block (pre-
 norm mixer + gated MLP) and the backbone (embedding -> blocks -> final norm) are chessjax's own.
-A family module provides `SIZES`, `STREAMING`, `base_config` and `build_backbone`
-(`chessjax.models.registry.FamilyModule`); `RECIPE` and `head_options` are optional.
+A family module provides `SIZES`, `base_config` and `build_backbone`
+(`chessjax.models.registry.FamilyModule`); `RECIPE` and `head_options` are optional. The mixer
+has `init_state` / `step`, so the `Stack` streams.
 """
 
 import dataclasses
@@ -23,7 +24,6 @@ from chessjax.models import layers
 from chessjax.models.sizes import SIZES  # the paper's grid, d128 .. d512
 from chessjax.models.stack import Stack
 
-STREAMING = True
 RECIPE = "slice"  # train with SLiCE's row of the paper's Table 7 (default: the Transformer's)
 
 
@@ -51,7 +51,7 @@ class Mixer(nnx.Module):
     a = jax.nn.sigmoid(self.w_a(x))
     return a, (1 - a) * self.w_v(x)
 
-  def __call__(self, x_BTD):
+  def __call__(self, x_BTD, *, train: bool = False):  # no dropout: `train` changes nothing
     a, b = self._coefficients(x_BTD)
     # (a1, b1) then (a2, b2) is h -> a2 (a1 h + b1) + b2: associative, so scan in parallel.
     compose = lambda first, then: (first[0] * then[0], then[0] * first[1] + then[1])  # noqa: E731

@@ -193,7 +193,7 @@ def test_an_unreadable_shard_on_one_host_stops_every_process(small_dataset, runs
 def lm_train(data, work):
   return [
     "-m", "chessjax.main",
-    f"--config={REPO / 'configs' / 'lm.py'}:model=gpt2,size=tiny,notation=uci,train=S,steps=4",
+    f"--config={REPO / 'configs' / 'lm.py'}:family=gpt2,size=tiny,notation=uci,train=S,steps=4",
     f"--workdir={work}", f"--config.data.train={data}", "--config.data.batch_size=8",
     "--config.data.max_len=128", "--config.data.bucket_lengths=(128,)",
     "--config.train.eval_batches=2", "--config.train.eval_every=4", "--config.train.log_every=2",

@@ -56,7 +56,7 @@ def _gpt2_continuations(graphdef, params, model_state, prefix_BT, lengths_B, con
   b, t = prefix_BT.shape
   _, k, c = cont_BKC.shape
   h_, dh, d = cfg.heads, cfg.head_dim, cfg.d
-  dtype, f32 = gpt2.DTYPES[cfg.dtype], jnp.float32
+  dtype, f32 = layers.DTYPES[cfg.dtype], jnp.float32
   scale = dh**-0.5
   cont_pos = lengths_B[:, None] + jnp.arange(c)[None]  # [B, C]
   h_p, h_c = bb.embed(prefix_BT), bb.embed(cont_BKC)  # [B, T, D], [B, K, C, D]

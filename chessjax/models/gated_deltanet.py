@@ -25,10 +25,13 @@ scan over steps). Inits as the reference's
 RMSNorm weights 1, A_log = log U(0, 16), dt_bias = softplus^-1(dt) with
 dt = exp(U(log 1e-3, log 1e-1)) clamped >= 1e-4 (`layers.inverse_softplus_dt_init`).
 
-Weight decay: the reference excludes A_log and dt_bias (`_no_weight_decay`). Here they are
-`layers.NoWeightDecay` variables, a subclass of `nnx.Param` (so they train and are counted as
-usual); `chessjax.optim.decay_mask(nnx.state(model, nnx.Param))` gives the matching boolean tree for
-`optax.adamw(..., mask=...)`.
+Weight decay, as the release: every parameter except A_log and dt_bias (in both families). fla
+marks those two `_no_weight_decay` (`fla/layers/gated_deltanet.py`), and the released
+`training.py` (`build_optimiser`) puts marked parameters in a group without decay for
+`--arch gated_deltanet` only (for Mamba it ignores mamba_ssm's marks: `chessjax.models.mamba`).
+Here they are `layers.NoWeightDecay` variables, a subclass of `nnx.Param` (so they train and are
+counted as usual); `chessjax.optim.decay_mask(nnx.state(model, nnx.Param))` gives the matching
+boolean tree for `optax.adamw(..., mask=...)` (tests/test_optim.py).
 
 `dtype="bfloat16"` runs the Linear matmuls inside the blocks in bfloat16 (parameters stay float32);
 the embedding, norms, conv, recurrence (state and decays), residual stream and head stay float32.
@@ -54,8 +57,6 @@ FAMILIES = ("gated_deltanet", "gated_deltanet_pos")
 GRID = True  # every size of models.sizes.SIZES, families of the paper's grid
 RECIPE = "gated_deltanet"  # both train with its row of Table 7 (chessjax.world_model.grid)
 ABLATIONS = ("gated_deltanet_pos",)  # the less expressive variant of RECIPE (Tables 9-10)
-STREAMING = True
-DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +81,7 @@ class GatedDeltaNetConfig:
 
   def __post_init__(self):
     impl.parse(self.mixer_impl, "delta_rule")
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    layers.check_config(self)
     if self.dropout != 0.0:
       raise ValueError(f"Gated DeltaNet uses no dropout (reference config); got {self.dropout}")
     if self.chunk_size < 1 or self.conv_size < 1:
@@ -117,27 +117,20 @@ def _l2_normalize(x, eps):
 
 
 class ShortConv(nnx.Module):
-  """Depthwise causal conv (no bias) followed by silu, as fla's `ShortConvolution`.
-
-  `kernel[i]` multiplies x_{t - (W-1) + i}, i.e. torch's `weight[:, 0, i]` (last tap = current).
-  """
+  """`layers.causal_conv` (no bias) followed by silu, as fla's `ShortConvolution`; `kernel` is
+  [W, F], `kernel[W-1]` on the current step."""
 
   def __init__(self, channels: int, width: int, *, init, rngs: nnx.Rngs):
-    self.width = width
     self.kernel = nnx.Param(init(rngs.params(), (width, channels), jnp.float32))
 
   def __call__(self, x_BTF):
     """Causal conv of a whole sequence (zero history)."""
-    t = x_BTF.shape[1]
-    xp = jnp.pad(x_BTF, [(0, 0), (self.width - 1, 0), (0, 0)])
-    y = sum(self.kernel[i] * xp[:, i : i + t] for i in range(self.width))
-    return jax.nn.silu(y)
+    return jax.nn.silu(layers.causal_conv(x_BTF, self.kernel[...]))
 
   def step(self, cache_BWF, x_BF):
     """One step from the last W-1 inputs; returns (new cache, output)."""
-    window = jnp.concatenate([cache_BWF, x_BF[:, None]], axis=1)
-    y = jnp.einsum("bwc,wc->bc", window, self.kernel[...])
-    return window[:, 1:], jax.nn.silu(y)
+    cache_BWF, y = layers.causal_conv_step(cache_BWF, x_BF, self.kernel[...])
+    return cache_BWF, jax.nn.silu(y)
 
 
 class GatedDeltaNetMixer(nnx.Module):
@@ -147,7 +140,7 @@ class GatedDeltaNetMixer(nnx.Module):
     self.cfg = cfg
     h, kd, vd = cfg.heads, cfg.head_k_dim, cfg.head_v_dim
     init = nnx.initializers.normal(cfg.init_std)
-    mm = DTYPES[cfg.dtype]
+    mm = layers.DTYPES[cfg.dtype]
 
     def lin(i, o):
       return layers.torch_linear(i, o, rngs=rngs, use_bias=False, kernel_init=init, dtype=mm)
@@ -189,7 +182,7 @@ class GatedDeltaNetMixer(nnx.Module):
     y = layers.rms_norm(o, self.o_norm[...], cfg.norm_eps) * jax.nn.silu(gate)
     return self.o_proj(y.reshape(*y.shape[:-2], -1)).astype(jnp.float32)
 
-  def __call__(self, x_BTD):
+  def __call__(self, x_BTD, *, train: bool = False):  # no dropout: `train` changes nothing
     f32 = jnp.float32
     q = self.q_conv(self.q_proj(x_BTD).astype(f32))
     k = self.k_conv(self.k_proj(x_BTD).astype(f32))
@@ -243,7 +236,7 @@ def gated_mlp(cfg: GatedDeltaNetConfig, *, rngs: nnx.Rngs) -> layers.GatedMLP:
     use_bias=False,
     kernel_init=init,
     out_kernel_init=init,
-    dtype=DTYPES[cfg.dtype],
+    dtype=layers.DTYPES[cfg.dtype],
   )
 
 

@@ -38,9 +38,7 @@ from flax import nnx
 from chessjax.models import layers
 from chessjax.models.stack import Stack
 
-DTYPES = layers.DTYPES
 FAMILIES = {"gpt2": None, "gpt2_w50": 50}  # family -> attention window (None: full causal)
-STREAMING = False  # learned absolute positions and attention; no KV cache
 # (d, layers, heads). small / intermediate / medium: Toshniwal et al., Table 9 (GPT2-small is
 # Hugging Face's `gpt2`); tiny, micro and mini: CPU sizes of this codebase.
 SIZES = {
@@ -71,12 +69,9 @@ class GPT2Config:
   dtype: str = "float32"  # matmul dtype: "float32" | "bfloat16"
 
   def __post_init__(self):
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    layers.check_config(self)
     if self.d % self.heads:
       raise ValueError(f"d={self.d} must split into {self.heads} heads")
-    if not 0.0 <= self.dropout < 1.0:
-      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
     if self.window is not None and self.window < 0:
       raise ValueError(f"window must be None or >= 0, got {self.window}")
     if self.n_positions < 1:
@@ -134,7 +129,7 @@ def _linear(cfg: GPT2Config, d_in: int, d_out: int, *, rngs: nnx.Rngs, std=None)
     use_bias=True,
     kernel_init=nnx.initializers.normal(cfg.init_std if std is None else std),
     bias_init=nnx.initializers.zeros_init(),
-    dtype=DTYPES[cfg.dtype],
+    dtype=layers.DTYPES[cfg.dtype],
     param_dtype=jnp.float32,
     rngs=rngs,
   )
@@ -170,7 +165,7 @@ class Attention(nnx.Module):
       qkv[:, :, 1],
       qkv[:, :, 2],
       window=cfg.window,
-      dtype=DTYPES[cfg.dtype],
+      dtype=layers.DTYPES[cfg.dtype],
       drop=drop,
     )
     return self.c_proj(o.reshape(b, t, cfg.d)).astype(jnp.float32)
@@ -194,7 +189,7 @@ def block(cfg: GPT2Config, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
   ln_2 = _layer_norm(cfg, rngs=rngs)
   mlp = MLP(cfg, rngs=rngs)
   drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-  return layers.ResidualBlock(ln_1, attn, ln_2, mlp, drop, mixer_takes_train=True)
+  return layers.ResidualBlock(ln_1, attn, ln_2, mlp, drop)
 
 
 def head_options(cfg: GPT2Config) -> dict:
@@ -205,7 +200,7 @@ def head_options(cfg: GPT2Config) -> dict:
   return {
     "kernel_init": nnx.initializers.normal(cfg.init_std),
     "bias_init": nnx.initializers.zeros_init(),
-    "dtype": DTYPES[cfg.dtype],
+    "dtype": layers.DTYPES[cfg.dtype],
   }
 
 

@@ -16,6 +16,17 @@ from flax import nnx
 # Config `dtype` string -> the dtype the Linear matmuls run in (parameters always stay float32).
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
+
+def check_config(cfg, rates: tuple[str, ...] = ("dropout",)) -> None:
+  """The checks every family's config shares (call from its `__post_init__`): `cfg.dtype` names
+  one of `DTYPES`, and each field named in `rates` (dropout probabilities) lies in [0, 1)."""
+  if cfg.dtype not in DTYPES:
+    raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {cfg.dtype!r}")
+  for name in rates:
+    if not 0.0 <= getattr(cfg, name) < 1.0:
+      raise ValueError(f"{name} must be in [0, 1), got {getattr(cfg, name)}")
+
+
 # torch kaiming_uniform_(a=sqrt(5)) on a (out, in) weight: bound = 1 / sqrt(fan_in).
 torch_kernel_init = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
@@ -110,6 +121,23 @@ def rms_norm(x, weight, eps: float):
   return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
+def causal_conv(x_BTF, kernel_WF, bias_F=None):
+  """Depthwise causal convolution of a whole sequence from zero history (Gated DeltaNet's short
+  conv, Mamba-2's conv1d): y_t = sum_i kernel[i] x_{t-(W-1)+i} (+ bias), the last tap on the
+  current step, i.e. torch's Conv1d(groups=F) `weight[:, 0, i]` with left padding W-1."""
+  steps, width = x_BTF.shape[1], kernel_WF.shape[0]
+  xp = jnp.pad(x_BTF, ((0, 0), (width - 1, 0), (0, 0)))
+  y = sum(xp[:, i : i + steps] * kernel_WF[i] for i in range(width))
+  return y if bias_F is None else y + bias_F
+
+
+def causal_conv_step(window_BWF, x_BF, kernel_WF, bias_F=None):
+  """One step of `causal_conv` from the last W-1 inputs: returns (their successor, y [B, F])."""
+  window = jnp.concatenate([window_BWF, x_BF[:, None]], axis=1)
+  y = jnp.einsum("bwc,wc->bc", window, kernel_WF)
+  return window[:, 1:], y if bias_F is None else y + bias_F
+
+
 class RMSNorm(nnx.Module):
   """`rms_norm` with a learned weight (init 1); returns float32 (mamba_ssm's / fla's RMSNorm).
 
@@ -180,17 +208,17 @@ class ResidualBlock(nnx.Module):
 
   The submodules are built by the family, in its own order (the order decides which rng key
   each one draws, hence the initial values), and handed in. `drop` is None for families without
-  residual dropout. `mixer(x, train=...)` is passed `train` only if `mixer_takes_train` (the
-  Transformer's attention dropout); a mixer with `init_state`/`step` makes the block streamable.
+  residual dropout. Every mixer is called `mixer(x, train=...)` (the attention mixers apply
+  dropout when training; the others ignore it); a mixer with `init_state`/`step` makes the block
+  streamable.
   """
 
-  def __init__(self, norm1, mixer, norm2, mlp, drop=None, *, mixer_takes_train: bool = False):
+  def __init__(self, norm1, mixer, norm2, mlp, drop=None):
     self.norm1 = norm1
     self.mixer = mixer
     self.norm2 = norm2
     self.mlp = mlp
     self.drop = drop
-    self.mixer_takes_train = mixer_takes_train
 
   def _drop(self, x, train: bool):
     x = x.astype(jnp.float32)
@@ -198,8 +226,7 @@ class ResidualBlock(nnx.Module):
 
   def __call__(self, h_BTD, *, train: bool = False):
     x = self.norm1(h_BTD)
-    y = self.mixer(x, train=train) if self.mixer_takes_train else self.mixer(x)
-    h_BTD = h_BTD + self._drop(y, train)
+    h_BTD = h_BTD + self._drop(self.mixer(x, train=train), train)
     return h_BTD + self._drop(self.mlp(self.norm2(h_BTD)), train)
 
   def init_state(self, batch: int):

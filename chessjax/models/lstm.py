@@ -37,7 +37,6 @@ from flax import nnx
 from chessjax.models import layers
 
 FAMILIES = ("lstm",)
-STREAMING = True
 # (embedding, hidden, layers). S / M / L: Toshniwal et al., Table 12 (3 layers for Train-S, 4 for
 # Train-M and Train-L); tiny and micro: CPU sizes of this codebase (micro: 846,333 parameters
 # at vocabulary 77, about GPT-2 micro's 868,736).
@@ -48,7 +47,6 @@ SIZES = {
   "M": (768, 1024, 4),
   "L": (768, 1024, 4),
 }
-DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +61,7 @@ class LSTMConfig:
   dtype: str = "float32"  # matmul dtype: "float32" | "bfloat16" (gates and state stay float32)
 
   def __post_init__(self):
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
-    if not 0.0 <= self.dropout < 1.0:
-      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+    layers.check_config(self)
     if min(self.embed, self.hidden, self.layers) < 1:
       raise ValueError(f"embed, hidden and layers must be positive, got {self}")
 
@@ -135,7 +130,7 @@ class LSTMLayer(nnx.Module):
 
 def head_options(cfg: LSTMConfig) -> dict:
   """The decoder: torch `nn.Linear(hidden, V)` default inits (the release), the matmul dtype."""
-  return {"dtype": DTYPES[cfg.dtype]}
+  return {"dtype": layers.DTYPES[cfg.dtype]}
 
 
 class Backbone(nnx.Module):
@@ -148,9 +143,11 @@ class Backbone(nnx.Module):
   `step(state, tokens_B) -> (state, h [B, hidden])`, equal to the parallel forward (eval mode).
   """
 
+  streams = True
+
   def __init__(self, cfg: LSTMConfig, *, vocab_size: int, rngs: nnx.Rngs):
     self.cfg = cfg
-    mm = DTYPES[cfg.dtype]
+    mm = layers.DTYPES[cfg.dtype]
     self.embed = layers.embedding(vocab_size, cfg.embed, rngs=rngs)  # torch nn.Embedding: N(0, 1)
     self.embed_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
     self.lstm = nnx.List(

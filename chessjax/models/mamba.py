@@ -39,6 +39,11 @@ bias (the head's) zero; out_proj and fc2 kaiming-uniform(a=sqrt 5) / sqrt(2 L); 
 the conv torch defaults; A_log = log U(1, 16); dt_bias = softplus^-1(dt), dt log-uniform in
 [1e-3, 1e-1] clamped >= 1e-4; D = 1; B/C biases 1; mimo_x = mimo_o = 1/R, mimo_z = 1.
 Numeric cores: `chessjax.ops.ssd` (chunked SSD and sequential references).
+
+Weight decay, as the release: every parameter, A_log, dt_bias and D included (plain `nnx.Param`s).
+mamba_ssm marks those `_no_weight_decay`, but the released `training.py` (`build_optimiser`)
+honours the marks for `--arch gated_deltanet` only, so its Mamba runs decay them; Gated DeltaNet's
+A_log and dt_bias are exempt (`chessjax.models.gated_deltanet`; tests/test_optim.py).
 """
 
 import dataclasses
@@ -58,9 +63,7 @@ GRID = True  # every size of models.sizes.SIZES, families of the paper's grid
 RECIPE = "mamba3"  # all train with Mamba-3's row of Table 7 (chessjax.world_model.grid)
 # The less expressive variant of RECIPE (Tables 9-10); MIMO is Mamba-3 at another rank, no ablation.
 ABLATIONS = ("mamba2",)
-STREAMING = True
 VERSIONS = ("mamba2", "mamba3")
-DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +97,7 @@ class MambaConfig:
     if self.version not in VERSIONS:
       raise ValueError(f"unknown Mamba version {self.version!r}; expected one of {VERSIONS}")
     impl.parse(self.mixer_impl, "ssd")
-    if self.dtype not in DTYPES:
-      raise ValueError(f"unknown dtype {self.dtype!r}; expected one of {list(DTYPES)}")
+    layers.check_config(self)
     if self.heads * self.head_dim != self.expand * self.d:
       raise ValueError(
         f"heads * head_dim ({self.heads} * {self.head_dim}) must equal expand * d "
@@ -179,7 +181,7 @@ def gated_mlp(cfg: MambaConfig, *, rngs: nnx.Rngs) -> layers.GatedMLP:
     layout="value_gate",
     use_bias=False,
     out_kernel_init=_out_init(cfg),
-    dtype=DTYPES[cfg.dtype],
+    dtype=layers.DTYPES[cfg.dtype],
   )
 
 
@@ -188,7 +190,7 @@ class Mamba2Mixer(nnx.Module):
 
   def __init__(self, cfg: MambaConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
-    cdt = DTYPES[cfg.dtype]
+    cdt = layers.DTYPES[cfg.dtype]
     h, n, g = cfg.heads, cfg.d_state, cfg.groups
     self.conv_dim = cfg.inner + 2 * g * n
     self.in_proj = layers.torch_linear(
@@ -229,15 +231,12 @@ class Mamba2Mixer(nnx.Module):
     y = y.astype(jnp.float32) + self.D[...][:, None] * x.astype(jnp.float32)
     y = y.reshape(*y.shape[:-2], self.cfg.inner)
     y = self.norm(y * jax.nn.silu(z.astype(jnp.float32)))
-    return self.out_proj(y.astype(DTYPES[self.cfg.dtype]))
+    return self.out_proj(y.astype(layers.DTYPES[self.cfg.dtype]))
 
-  def __call__(self, u_BTD):
+  def __call__(self, u_BTD, *, train: bool = False):  # no dropout: `train` changes nothing
     cfg = self.cfg
     z, xbc, dt_raw = self._split(self.in_proj(u_BTD))
-    t = xbc.shape[1]
-    xpad = jnp.pad(xbc.astype(jnp.float32), ((0, 0), (cfg.d_conv - 1, 0), (0, 0)))
-    w = self.conv_weight[...]
-    conv = sum(xpad[:, i : i + t] * w[i] for i in range(cfg.d_conv)) + self.conv_bias[...]
+    conv = layers.causal_conv(xbc.astype(jnp.float32), self.conv_weight[...], self.conv_bias[...])
     xbc = jax.nn.silu(conv).astype(xbc.dtype)
     x, dt, A, B, C = self._ssm_inputs(xbc, dt_raw)
     how = impl.resolve(cfg.mixer_impl, "ssd")
@@ -256,12 +255,13 @@ class Mamba2Mixer(nnx.Module):
     """One token: (state, u [B, d]) -> (state, out [B, d])."""
     window, h = state
     z, xbc, dt_raw = self._split(self.in_proj(u_BD))
-    window = jnp.concatenate([window, xbc.astype(jnp.float32)[:, None]], axis=1)
-    conv = jnp.einsum("bwc,wc->bc", window, self.conv_weight[...]) + self.conv_bias[...]
+    window, conv = layers.causal_conv_step(
+      window, xbc.astype(jnp.float32), self.conv_weight[...], self.conv_bias[...]
+    )
     xbc = jax.nn.silu(conv).astype(xbc.dtype)
     x, dt, A, B, C = self._ssm_inputs(xbc, dt_raw)
     h, y = ssd.ssd_step(h, x, dt, A, B, C)
-    return (window[:, 1:], h), self._output(y, x, z)
+    return (window, h), self._output(y, x, z)
 
 
 class Mamba3Mixer(nnx.Module):
@@ -269,7 +269,7 @@ class Mamba3Mixer(nnx.Module):
 
   def __init__(self, cfg: MambaConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
-    cdt = DTYPES[cfg.dtype]
+    cdt = layers.DTYPES[cfg.dtype]
     h, n, g, r, p = cfg.heads, cfg.d_state, cfg.groups, cfg.mimo_rank, cfg.head_dim
     self.sizes = (cfg.inner, cfg.inner, r * g * n, r * g * n, h, h, h, cfg.num_angles)
     self.in_proj = layers.torch_linear(cfg.d, sum(self.sizes), use_bias=False, rngs=rngs, dtype=cdt)
@@ -331,12 +331,12 @@ class Mamba3Mixer(nnx.Module):
     else:
       y = (y * jax.nn.silu(z))[..., 0, :, :]
     y = y.reshape(*y.shape[:-2], cfg.inner)
-    return self.out_proj(y.astype(DTYPES[cfg.dtype]))
+    return self.out_proj(y.astype(layers.DTYPES[cfg.dtype]))
 
-  def __call__(self, u_BTD):
+  def __call__(self, u_BTD, *, train: bool = False):  # no dropout: `train` changes nothing
     cfg = self.cfg
     how = impl.resolve(cfg.mixer_impl, "ssd")
-    cdt = DTYPES[cfg.dtype]
+    cdt = layers.DTYPES[cfg.dtype]
     v, z, dt, A, lam, B, C, angles = self._inputs(u_BTD)
     theta = ssd.rotary_theta(angles, dt, impl=how)[:, :, None]  # [B, T, 1, H, S]
     k = ssd.rotate_pairs(B, theta).astype(cdt)
@@ -356,7 +356,7 @@ class Mamba3Mixer(nnx.Module):
   def step(self, state, u_BD):
     """One token: (state, u [B, d]) -> (state, out [B, d])."""
     theta, trap = state
-    cdt = DTYPES[self.cfg.dtype]
+    cdt = layers.DTYPES[self.cfg.dtype]
     v, z, dt, A, lam, B, C, angles = self._inputs(u_BD)
     theta = ssd.rotary_theta_step(theta, angles, dt)
     k = ssd.rotate_pairs(B, theta[:, None]).astype(cdt)
@@ -375,7 +375,7 @@ def block(cfg: MambaConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
 
 def head_options(cfg: MambaConfig) -> dict:
   """Output head as mamba_ssm's `_init_weights`: torch-default kernel, zero bias; matmul dtype."""
-  return {"bias_init": nnx.initializers.zeros_init(), "dtype": DTYPES[cfg.dtype]}
+  return {"bias_init": nnx.initializers.zeros_init(), "dtype": layers.DTYPES[cfg.dtype]}
 
 
 def build_backbone(cfg: MambaConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:

@@ -95,8 +95,6 @@ from flax import nnx
 from chessjax.models import layers
 
 FAMILIES = ("performer",)
-STREAMING = False  # no init_state / step (not built; the full forward only)
-DTYPES = layers.DTYPES
 POSITIONS = ("rotary", "learned")
 # (d, layers, heads, local heads). S / M / L: Toshniwal et al., Table 12 (6 local heads for
 # Train-S, none for Train-M and Train-L); tiny and micro: CPU sizes of this codebase.
@@ -136,8 +134,7 @@ class PerformerConfig:
   dtype: str = "float32"  # matmul dtype of the Linears: "float32" | "bfloat16"
 
   def __post_init__(self):
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    layers.check_config(self)
     if self.positions not in POSITIONS:
       raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
     if not 0 <= self.local_heads <= self.heads:
@@ -146,8 +143,6 @@ class PerformerConfig:
       raise ValueError(f"head_dim must be even (rotary pairs), got {self.head_dim}")
     if self.positions == "rotary" and self.d % 2:
       raise ValueError(f"rotary positions need an even d, got {self.d}")
-    if not 0.0 <= self.dropout < 1.0:
-      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
     if min(self.local_window, self.chunk, self.n_positions) < 1:
       raise ValueError("local_window, chunk and n_positions must be positive")
     if self.nb_features < 0 or self.feature_redraw_interval < 0:
@@ -300,7 +295,7 @@ def local_attention(q, k, v, *, window: int, drop=None):
 
 
 def _linear(cfg: PerformerConfig, d_in: int, d_out: int, *, bias: bool, rngs: nnx.Rngs):
-  return layers.torch_linear(d_in, d_out, use_bias=bias, dtype=DTYPES[cfg.dtype], rngs=rngs)
+  return layers.torch_linear(d_in, d_out, use_bias=bias, dtype=layers.DTYPES[cfg.dtype], rngs=rngs)
 
 
 def _layer_norm(cfg: PerformerConfig, *, rngs: nnx.Rngs) -> nnx.LayerNorm:
@@ -346,7 +341,7 @@ class Attention(nnx.Module):
         local_attention(q[:, gh:], k[:, gh:], v[:, gh:], window=cfg.local_window, drop=drop)
       )
     o = jnp.concatenate(outs, axis=1).transpose(0, 2, 1, 3).reshape(b, t, -1)
-    y = self.to_out(o.astype(DTYPES[cfg.dtype])).astype(jnp.float32)
+    y = self.to_out(o.astype(layers.DTYPES[cfg.dtype])).astype(jnp.float32)
     return self.drop(y, deterministic=not train)
 
 
@@ -382,6 +377,8 @@ class Block(nnx.Module):
 
 class Performer(nnx.Module):
   """PerformerLM without its output layer: tokens int32[B, T] -> float32[B, T, d]."""
+
+  streams = False  # no init_state / step (not built; the full forward only)
 
   def __init__(self, cfg: PerformerConfig, *, vocab_size: int, rngs: nnx.Rngs):
     self.cfg = cfg

@@ -78,9 +78,7 @@ from flax import nnx
 
 from chessjax.models import layers
 
-DTYPES = layers.DTYPES
 FAMILIES = {"reformer": None}
-STREAMING = False  # chunked and hashed attention over the whole sequence; no incremental step
 
 # The enwik8 configuration of the Reformer paper (Hugging Face's google/reformer-enwik8), 12 layers.
 ENWIK8_LAYERS = tuple("local local lsh local local local lsh local local local lsh local".split())
@@ -131,8 +129,7 @@ class ReformerConfig:
     object.__setattr__(self, "attn_layers", tuple(self.attn_layers))
     object.__setattr__(self, "axial_shape", tuple(self.axial_shape))
     object.__setattr__(self, "axial_dims", tuple(self.axial_dims))
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    layers.check_config(self, rates=("dropout", "local_attn_dropout", "lsh_attn_dropout"))
     if not self.attn_layers or any(a not in ATTENTION_TYPES for a in self.attn_layers):
       raise ValueError(f"attn_layers must be a non-empty sequence of {ATTENTION_TYPES}")
     if len(self.axial_shape) != 2 or len(self.axial_dims) != 2:
@@ -143,9 +140,6 @@ class ReformerConfig:
       raise ValueError(f"buckets must be even and >= 2, got {self.buckets}")
     if self.hashes < 1 or self.local_chunk_length < 1 or self.lsh_chunk_length < 1:
       raise ValueError("hashes and chunk lengths must be positive")
-    for name in ("dropout", "local_attn_dropout", "lsh_attn_dropout"):
-      if not 0.0 <= getattr(self, name) < 1.0:
-        raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
 
   @property
   def layers(self) -> int:
@@ -314,7 +308,7 @@ def _linear(cfg: ReformerConfig, d_in: int, d_out: int, *, rngs: nnx.Rngs, bias:
     use_bias=bias,
     kernel_init=nnx.initializers.normal(cfg.init_std),
     bias_init=nnx.initializers.zeros_init(),
-    dtype=DTYPES[cfg.dtype],
+    dtype=layers.DTYPES[cfg.dtype],
     param_dtype=jnp.float32,
     rngs=rngs,
   )
@@ -458,6 +452,8 @@ class AxialPositions(nnx.Module):
 class Reformer(nnx.Module):
   """Token ids int32[B, T] -> float32[B, T, 2 hidden] (LN of both reversible streams)."""
 
+  streams = False  # chunked and hashed attention over the whole sequence; no incremental step
+
   def __init__(self, cfg: ReformerConfig, *, vocab_size: int, rngs: nnx.Rngs):
     self.cfg = cfg
     self.embed = layers.embedding(vocab_size, cfg.hidden, rngs=rngs, stddev=cfg.init_std)
@@ -521,7 +517,7 @@ def head_options(cfg: ReformerConfig) -> dict:
   return {
     "kernel_init": nnx.initializers.normal(cfg.init_std),
     "bias_init": nnx.initializers.zeros_init(),
-    "dtype": DTYPES[cfg.dtype],
+    "dtype": layers.DTYPES[cfg.dtype],
   }
 
 

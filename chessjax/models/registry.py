@@ -14,6 +14,7 @@ own. `create_model`, `model_config`,
 """
 
 import dataclasses
+import functools
 import importlib
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -31,12 +32,13 @@ class FamilyModule(Protocol):
   """What a family module provides.
 
   * `SIZES`: size name -> what `base_config` needs (the world-model grid: `sizes.SIZES`).
-  * `STREAMING`: whether its backbone has `init_state` / `step` (one token at a time, equal to
-    the parallel forward); `chessjax.world_model.track` and the streaming tests ask this.
   * `base_config(family, size)`: a frozen dataclass with at least `d` (the backbone's output
     width); its fields are the `model.KEY=VALUE` keys of the configs.
   * `build_backbone(cfg, *, vocab_size, rngs)`: token ids int32[B, T] -> float32[B, T, d], with
     `return_hiddens=True` also every layer's residual stream (`stack.Stack` does all of this).
+    A backbone that streams (one token at a time, equal to the parallel forward) has
+    `init_state` / `step` and a true `streams`; a `stack.Stack` works that out from its mixers,
+    and `streams(family)` reads it.
   Optional: `FAMILIES` (the names a built-in module builds), `GRID` (True: a built-in module of
   the world-model grid, at the sizes of `sizes.SIZES`), `head_options(cfg)` (kernel/bias inits
   and matmul dtype of the output Linear; torch defaults without it), `RECIPE` (the main family of
@@ -46,7 +48,6 @@ class FamilyModule(Protocol):
   """
 
   SIZES: Mapping[str, Any]
-  STREAMING: bool
 
   def base_config(self, family: str, size: str) -> Any: ...
 
@@ -80,9 +81,7 @@ def family_module(family: str) -> FamilyModule:
     if e.name is not None and family.startswith(e.name):
       raise ValueError(f"unknown model family {family!r}: no module {family}") from None
     raise
-  missing = [
-    a for a in ("SIZES", "STREAMING", "base_config", "build_backbone") if not hasattr(module, a)
-  ]
+  missing = [a for a in ("SIZES", "base_config", "build_backbone") if not hasattr(module, a)]
   if missing:
     raise ValueError(
       f"module {family} is not a model family: it lacks {missing} "
@@ -96,9 +95,16 @@ def family_sizes(family: str) -> Mapping[str, Any]:
   return family_module(family).SIZES
 
 
+@functools.cache
 def streams(family: str) -> bool:
-  """Whether `family`'s models have a streaming `init_state` / `step`."""
-  return bool(family_module(family).STREAMING)
+  """Whether `family`'s models have a streaming `init_state` / `step`: the `streams` of its
+  backbone (False if it has none), read off a shape-only backbone at its first size."""
+  module = family_module(family)
+  cfg = module.base_config(family, next(iter(module.SIZES)))
+  backbone = nnx.eval_shape(
+    lambda: module.build_backbone(cfg, vocab_size=encoding.MOVE_VOCAB_SIZE, rngs=nnx.Rngs(0))
+  )
+  return bool(getattr(backbone, "streams", False))
 
 
 def model_config(family: str, size: str, **overrides):

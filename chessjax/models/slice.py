@@ -51,8 +51,6 @@ FAMILIES = {"slice": 8, "slice_diag": 1}  # family -> block size
 GRID = True  # every size of models.sizes.SIZES, families of the paper's grid
 RECIPE = "slice"  # both train with SLiCE's row of Table 7 (chessjax.world_model.grid)
 ABLATIONS = ("slice_diag",)  # the less expressive variant of RECIPE (Tables 9-10)
-STREAMING = True
-DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +59,6 @@ class SLiCEConfig:
 
   d: int
   layers: int
-  heads: int  # unused by SLiCE; kept so every family's config has the size triple
   block_size: int = 8
   dropout: float = 0.1
   ff_mult: int = 4
@@ -75,22 +72,19 @@ class SLiCEConfig:
 
   def __post_init__(self):
     impl.parse(self.mixer_impl, "affine_scan")
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    layers.check_config(self)
     if self.block_size < 1 or self.d % self.block_size:
       raise ValueError(f"block_size {self.block_size} must be >= 1 and divide d={self.d}")
     if self.chunk_size < 1:
       raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
-    if not 0.0 <= self.dropout < 1.0:
-      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
 def base_config(family: str, size: str) -> SLiCEConfig:
   """The released configuration of `family` ("slice" or "slice_diag") at `size`."""
   if family not in FAMILIES:
     raise ValueError(f"{family!r} is not a SLiCE family {sorted(FAMILIES)}")
-  d, n_layers, heads = SIZES[size]
-  return SLiCEConfig(d=d, layers=n_layers, heads=heads, block_size=FAMILIES[family])
+  d, n_layers, _ = SIZES[size]  # SLiCE has no heads
+  return SLiCEConfig(d=d, layers=n_layers, block_size=FAMILIES[family])
 
 
 class SLiCEMixer(nnx.Module):
@@ -99,7 +93,7 @@ class SLiCEMixer(nnx.Module):
   def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
     d, b = cfg.d, cfg.block_size
-    mm = DTYPES[cfg.dtype]
+    mm = layers.DTYPES[cfg.dtype]
     normal = nnx.initializers.normal
     self.w_a = layers.torch_linear(
       d + 1, d * b, rngs=rngs, use_bias=False, kernel_init=normal(cfg.init_std / b**0.5), dtype=mm
@@ -120,7 +114,7 @@ class SLiCEMixer(nnx.Module):
       a = a.reshape(*a.shape[:-1], n, cfg.block_size, cfg.block_size)
     return a, self.w_b(u).astype(jnp.float32)
 
-  def __call__(self, x_BTD):
+  def __call__(self, x_BTD, *, train: bool = False):  # no dropout: `train` changes nothing
     # Time-major: transposing x (d per token) is cheap, transposing A (d b per token) is not.
     x = jnp.swapaxes(x_BTD, 0, 1)
     x_prev = jnp.concatenate([jnp.zeros_like(x[:1]), x[:-1]], axis=0)
@@ -159,7 +153,7 @@ class MLP(nnx.Module):
   """W2 GELU(W1 x), d -> ff_mult d -> d, biases on, exact (erf) GELU as torch's nn.GELU."""
 
   def __init__(self, cfg: SLiCEConfig, *, rngs: nnx.Rngs):
-    mm = DTYPES[cfg.dtype]
+    mm = layers.DTYPES[cfg.dtype]
     hidden = cfg.ff_mult * cfg.d
     self.fc1 = layers.torch_linear(cfg.d, hidden, rngs=rngs, dtype=mm)
     self.fc2 = layers.torch_linear(hidden, cfg.d, rngs=rngs, dtype=mm)
@@ -180,7 +174,7 @@ def block(cfg: SLiCEConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
 
 def head_options(cfg: SLiCEConfig) -> dict:
   """Output head: torch-default Linear inits, the model's matmul dtype."""
-  return {"dtype": DTYPES[cfg.dtype]}
+  return {"dtype": layers.DTYPES[cfg.dtype]}
 
 
 def build_backbone(cfg: SLiCEConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:

@@ -32,6 +32,7 @@ class Stack(nnx.Module):
 
   @property
   def streams(self) -> bool:
+    """Whether `init_state` / `step` work: every mixer steps and no learned positions."""
     return self.pos_embed is None and all(hasattr(b.mixer, "step") for b in self.blocks)
 
   def _out(self, h):

@@ -40,9 +40,7 @@ from chessjax.models.stack import Stack
 FAMILIES = ("transformer",)
 GRID = True  # every size of models.sizes.SIZES, a family of the paper's grid
 RECIPE = "transformer"  # its row of Table 7 (chessjax.world_model.grid)
-STREAMING = False  # attention over the whole prefix; no KV cache
 ROPES = ("reference", "standard")
-DTYPES = layers.DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,12 +60,9 @@ class TransformerConfig:
   def __post_init__(self):
     if self.rope not in ROPES:
       raise ValueError(f"rope must be one of {ROPES}, got {self.rope!r}")
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+    layers.check_config(self)
     if self.d % self.heads or (self.d // self.heads) % 2:
       raise ValueError(f"d={self.d} must split into {self.heads} heads of even size")
-    if not 0.0 <= self.dropout < 1.0:
-      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
   @property
   def head_dim(self) -> int:
@@ -133,7 +128,7 @@ class Attention(nnx.Module):
 
   def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
-    mm = DTYPES[cfg.dtype]
+    mm = layers.DTYPES[cfg.dtype]
     self.qkv = layers.torch_linear(cfg.d, 3 * cfg.d, rngs=rngs, dtype=mm)
     self.out = layers.torch_linear(cfg.d, cfg.d, rngs=rngs, dtype=mm)
     self.attn_drop = nnx.Dropout(cfg.dropout, rngs=rngs)
@@ -150,14 +145,14 @@ class Attention(nnx.Module):
     drop = None
     if train and cfg.dropout > 0.0:
       drop = lambda w: self.attn_drop(w, deterministic=False)  # noqa: E731
-    o = causal_attention(q, k, v, dtype=DTYPES[cfg.dtype], drop=drop)
+    o = causal_attention(q, k, v, dtype=layers.DTYPES[cfg.dtype], drop=drop)
     return self.out(o.reshape(b, t, cfg.d)).astype(jnp.float32)
 
 
 def swiglu(cfg: TransformerConfig, *, rngs: nnx.Rngs) -> layers.GatedMLP:
   """W_2(silu(g) * v) with [g, v] = W_1 x (first half is the gate), biases on, torch inits."""
   return layers.GatedMLP(
-    cfg.d, cfg.ff_mult * cfg.d, rngs=rngs, layout="gate_value", dtype=DTYPES[cfg.dtype]
+    cfg.d, cfg.ff_mult * cfg.d, rngs=rngs, layout="gate_value", dtype=layers.DTYPES[cfg.dtype]
   )
 
 
@@ -168,12 +163,12 @@ def block(cfg: TransformerConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
   norm2 = nnx.RMSNorm(cfg.d, epsilon=cfg.norm_eps, rngs=rngs)
   mlp = swiglu(cfg, rngs=rngs)
   drop = nnx.Dropout(cfg.dropout, rngs=rngs)
-  return layers.ResidualBlock(norm1, attn, norm2, mlp, drop, mixer_takes_train=True)
+  return layers.ResidualBlock(norm1, attn, norm2, mlp, drop)
 
 
 def head_options(cfg: TransformerConfig) -> dict:
   """Output head: torch-default Linear inits, the model's matmul dtype."""
-  return {"dtype": DTYPES[cfg.dtype]}
+  return {"dtype": layers.DTYPES[cfg.dtype]}
 
 
 def build_backbone(cfg: TransformerConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:

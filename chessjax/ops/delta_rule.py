@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-IMPLS = ("sequential", "chunked")
+from chessjax.ops.impl import check
 
 
 def _compute_dtype(*xs):
@@ -248,8 +248,7 @@ def gated_delta_rule(
 
   The final state is float32 (float64 for float64 inputs); `o` has the dtype of `v_BTHV`.
   """
-  if impl not in IMPLS:
-    raise ValueError(f"unknown delta-rule impl {impl!r}; expected one of {IMPLS}")
+  check(impl, "delta_rule")
   if q_BTHK.shape != k_BTHK.shape or q_BTHK.ndim != 4:
     raise ValueError(f"q and k must both be [B,T,H,K]; got {q_BTHK.shape} and {k_BTHK.shape}")
   if v_BTHV.shape[:3] != q_BTHK.shape[:3] or g_BTH.shape != q_BTHK.shape[:3]:

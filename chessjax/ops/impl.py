@@ -10,8 +10,9 @@ recurrentgemma's `ScanType`, resolved per backend in one place).
   CPU (3-4x faster than `CHUNKED` at d128 there) and `CHUNKED` elsewhere; the delta rule and SSD
   run `CHUNKED` everywhere. Every choice gives the same numbers up to rounding (tests/ops/).
 
-A recurrence names itself by one of `RECURRENCES`; `parse` checks a config value against what it
-supports, `resolve` turns `AUTO` into a concrete choice.
+A recurrence names itself by one of `RECURRENCES`, the one list of what each supports: `parse`
+checks a config value against it, `resolve` turns `AUTO` into a concrete choice, and `check` is
+how each op in `chessjax.ops` validates the concrete `impl` it is called with.
 """
 
 import enum
@@ -47,6 +48,14 @@ def parse(value, recurrence: str) -> Impl:
       f"mixer_impl must be one of {[str(v) for v in valid]} for {recurrence}, got {value!r}"
     )
   return Impl(impl)
+
+
+def check(value, recurrence: str) -> Impl:
+  """`value` as a concrete implementation `recurrence` supports (not `AUTO`); else ValueError."""
+  if value not in RECURRENCES[recurrence]:
+    valid = [str(v) for v in RECURRENCES[recurrence]]
+    raise ValueError(f"unknown impl {value!r} for {recurrence}; expected one of {valid}")
+  return Impl(value)
 
 
 def resolve(value, recurrence: str, backend: str | None = None) -> Impl:

@@ -46,7 +46,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-IMPLS = ("sequential", "chunked", "associative")
+from chessjax.ops.impl import check
+
 DEFAULT_CHUNK_SIZE = 256
 
 
@@ -70,13 +71,13 @@ def _transpose(a, diag):
   return a if diag else jnp.swapaxes(a, -1, -2)
 
 
-def affine_step(a_BNbb, c_BNb, y_BNb):
+def affine_step(a_BGbb, c_BGb, y_BGb):
   """One step `y <- (I + A) y + c` (also the streaming form): returns the new y.
 
   Shapes are [B, G, b, b], [B, G, b], [B, G, b] for blocks, or [B, D] each for the diagonal form.
   """
-  diag = a_BNbb.ndim == c_BNb.ndim
-  return y_BNb + _matvec(a_BNbb, y_BNb, diag) + c_BNb
+  diag = a_BGbb.ndim == c_BGb.ndim
+  return y_BGb + _matvec(a_BGbb, y_BGb, diag) + c_BGb
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,8 +171,7 @@ def affine_scan(a, c, y0, *, impl="chunked", chunk_size=DEFAULT_CHUNK_SIZE, time
   Returns:
     [B, T, D] (or [T, B, D]) states y_1..y_T in the promoted dtype of the inputs.
   """
-  if impl not in IMPLS:
-    raise ValueError(f"unknown scan impl {impl!r}; expected one of {IMPLS}")
+  check(impl, "affine_scan")
   if not time_major:
     a, c = jnp.swapaxes(a, 0, 1), jnp.swapaxes(c, 0, 1)
   steps, batch, width = c.shape

@@ -44,17 +44,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-IMPLS = ("chunked", "sequential")
+from chessjax.ops.impl import check
 
 
 def _state_dtype(dtype) -> jnp.dtype:
   """float32 for float32/bfloat16 inputs, float64 for float64 ones."""
   return jnp.promote_types(dtype, jnp.float32)
-
-
-def _check_impl(impl: str) -> None:
-  if impl not in IMPLS:
-    raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
 
 
 def _log_decay(dt_BTH: jax.Array, A: jax.Array, sdt) -> jax.Array:
@@ -167,7 +162,7 @@ def ssd(x, dt, A, B, C, *, initial_state=None, impl: str = "chunked", chunk_size
   Returns:
     y [B, T, H, P] in x's dtype and the final state [B, H, P, N] (float32, float64 for f64 x).
   """
-  _check_impl(impl)
+  check(impl, "ssd")
   b, t, h, p = x.shape
   g, n = B.shape[2:]
   if h % g:
@@ -273,7 +268,7 @@ def trapezoid_ssd(
   Returns:
     y [B, T, R, H, P] in x's dtype and the final `TrapezoidState`.
   """
-  _check_impl(impl)
+  check(impl, "ssd")
   b, t, r, h, p = x.shape
   g, n = B.shape[3:]
   if h % g:
@@ -348,7 +343,7 @@ def rotary_theta(angles, dt, *, initial=None, impl: str = "chunked"):
   Returns:
     theta [B, T, H, S] in float32 (float64 for float64 inputs), in [0, 2 pi].
   """
-  _check_impl(impl)
+  check(impl, "ssd")
   sdt = _state_dtype(jnp.result_type(angles.dtype, dt.dtype))
   b, t, s = angles.shape
   h = dt.shape[-1]

@@ -20,7 +20,7 @@ from chessjax.models import (
 
 VOCAB = 77
 LAYERS = 2  # more than one block, so hiddens and streaming cover the stacking
-STREAMING = sorted(f for f in FAMILIES if streams(f))  # each family module declares it
+STREAMING = sorted(f for f in FAMILIES if streams(f))  # each backbone says whether it streams
 
 
 def _tokens(batch=2, steps=6, seed=0):

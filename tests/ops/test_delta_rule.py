@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from chessjax.ops import delta_rule
+from chessjax.ops.impl import RECURRENCES
 
 H, K, V = 2, 8, 6
 
@@ -130,7 +131,7 @@ def test_unit_lower_inverse(c):
 def test_no_initial_state_is_zero_state():
   q, k, v, g, beta, s0 = _inputs(3, 21, jnp.float32)
   run = jax.jit(delta_rule.gated_delta_rule, static_argnames=("impl", "chunk_size"))
-  for impl in delta_rule.IMPLS:
+  for impl in RECURRENCES["delta_rule"]:
     o1, s1 = run(q, k, v, g, beta, impl=impl, chunk_size=8)
     o2, s2 = run(q, k, v, g, beta, initial_state=jnp.zeros_like(s0), impl=impl, chunk_size=8)
     np.testing.assert_array_equal(o1, o2)

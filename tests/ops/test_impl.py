@@ -30,6 +30,17 @@ def test_concrete_choices_pass_through_and_unsupported_ones_raise():
     impl.parse("magic", "affine_scan")
 
 
+def test_ops_check_against_the_one_list():
+  """The ops validate their `impl` with `check`, against `RECURRENCES`; `AUTO` is for configs."""
+  for recurrence, supported in impl.RECURRENCES.items():
+    for value in supported:
+      assert impl.check(str(value), recurrence) is value
+    with pytest.raises(ValueError, match="unknown impl 'auto'"):
+      impl.check("auto", recurrence)
+  with pytest.raises(ValueError, match="for ssd"):
+    impl.check("associative", "ssd")
+
+
 @pytest.mark.parametrize("family", ["slice", "gated_deltanet", "mamba3"])
 def test_every_family_defaults_to_auto_and_checks_its_value(family):
   assert model_config(family, "d128").mixer_impl == "auto"

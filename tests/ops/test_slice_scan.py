@@ -13,15 +13,16 @@ import numpy as np
 import pytest
 
 from chessjax.ops import slice_scan
+from chessjax.ops.impl import RECURRENCES
 
-B, N, BLOCK = 2, 3, 4
-D = N * BLOCK
+B, G, BLOCK = 2, 3, 4
+D = G * BLOCK
 
 
 def _inputs(steps, *, diag, dtype, key=0, scale=0.2, shared_y0=True):
   # numpy draws: jax.random would compile a sampler for every shape and dtype (seconds per case).
   rng = np.random.default_rng(key)
-  a_shape = (B, steps, D) if diag else (B, steps, N, BLOCK, BLOCK)
+  a_shape = (B, steps, D) if diag else (B, steps, G, BLOCK, BLOCK)
   # Entries of A ~ scale / sqrt(b) keep |I + A| near 1, like the model's init, so long sequences
   # stay well conditioned and relative tolerances mean something.
   a = scale / (1 if diag else BLOCK**0.5) * rng.standard_normal(a_shape)
@@ -111,9 +112,9 @@ def test_sequential_is_the_recurrence():
   a, c, y0 = np.asarray(a), np.asarray(c), np.asarray(y0)
   for bi in range(B):
     m = np.zeros((9, D, D))
-    for n in range(N):
-      s = slice(n * BLOCK, (n + 1) * BLOCK)
-      m[:, s, s] = a[bi, :, n]
+    for g in range(G):
+      s = slice(g * BLOCK, (g + 1) * BLOCK)
+      m[:, s, s] = a[bi, :, g]
     y = y0
     for t in range(9):
       y = y + m[t] @ y + c[bi, t]
@@ -123,13 +124,13 @@ def test_sequential_is_the_recurrence():
 def test_block_size_one_is_the_diagonal_form():
   with jax.enable_x64(True):
     a, c, y0, _ = _inputs(11, diag=True, dtype=jnp.float64)
-    for impl in slice_scan.IMPLS:
+    for impl in RECURRENCES["affine_scan"]:
       as_blocks = _scan(a[..., None, None], c, y0, impl=impl, chunk_size=4)
       diagonal = _scan(a, c, y0, impl=impl, chunk_size=4)
       np.testing.assert_array_equal(np.asarray(as_blocks), np.asarray(diagonal))
 
 
-@pytest.mark.parametrize("impl", slice_scan.IMPLS)
+@pytest.mark.parametrize("impl", RECURRENCES["affine_scan"])
 def test_time_major_layout(impl):
   a, c, y0, _ = _inputs(10, diag=False, dtype=jnp.float32)
   want = _scan(a, c, y0, impl=impl, chunk_size=4)
@@ -142,9 +143,9 @@ def test_time_major_layout(impl):
 def test_affine_step_matches_scan():
   a, c, y0, _ = _inputs(5, diag=False, dtype=jnp.float32)
   want = slice_scan.affine_scan(a, c, y0, impl="sequential")
-  y = jnp.broadcast_to(y0, (B, D)).reshape(B, N, BLOCK)
+  y = jnp.broadcast_to(y0, (B, D)).reshape(B, G, BLOCK)
   for t in range(5):
-    y = slice_scan.affine_step(a[:, t], c[:, t].reshape(B, N, BLOCK), y)
+    y = slice_scan.affine_step(a[:, t], c[:, t].reshape(B, G, BLOCK), y)
     np.testing.assert_allclose(np.asarray(y.reshape(B, D)), np.asarray(want[:, t]), rtol=1e-6)
 
 

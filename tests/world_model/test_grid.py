@@ -17,7 +17,7 @@ ABLATION = "lab.slice_narrow"
 ABLATION_MODULE = '''"""SLiCE with diagonal blocks (the slice_diag backbone): an ablation."""
 from chessjax.models import slice as _slice
 
-SIZES, STREAMING, build_backbone = _slice.SIZES, _slice.STREAMING, _slice.build_backbone
+SIZES, build_backbone = _slice.SIZES, _slice.build_backbone
 RECIPE = "slice"
 ABLATIONS = (__name__,)
 
