@@ -33,6 +33,8 @@ sequential scan (its count there is low by about a factor of T).
 
 import math
 
+import numpy as np
+
 from chessjax import labels
 from chessjax.ops import impl as impls
 
@@ -178,9 +180,19 @@ def per_token(cfg, t: int, *, train: bool = True, head_dim: int = labels.HEAD_DI
 def mean_per_token(cfg, lengths, *, head_dim: int = labels.HEAD_DIM) -> float:
   """Training FLOPs per token averaged over games of `lengths` steps (each game's tokens weigh
   by its length: the attention term grows with T)."""
-  lengths = [int(x) for x in lengths]
-  total = sum(n * per_token(cfg, n, head_dim=head_dim) for n in lengths)
-  return total / max(sum(lengths), 1)
+  values, counts = np.unique(np.asarray(lengths, np.int64), return_counts=True)
+  tokens = values * counts
+  each = [per_token(cfg, int(n), head_dim=head_dim) for n in values]
+  return float(np.dot(tokens, each) / max(tokens.sum(), 1))
+
+
+def model_per_token(model, lengths) -> float | None:
+  """`mean_per_token` of a built model (`chessjax.models.create_model`) over its training games'
+  `lengths`; None for a family this module has no count for (a plug-in family)."""
+  cfg = model.cfg
+  if not supported(cfg):
+    return None
+  return mean_per_token(cfg, lengths, head_dim=model.head.out_features)
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float | None) -> float:

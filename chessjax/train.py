@@ -36,11 +36,12 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 from flax import nnx
 from jax.sharding import NamedSharding
 
-from chessjax import evaluation, logs, memory, optim, sharding
+from chessjax import evaluation, flops, logs, memory, optim, peaks, sharding
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.data import pipeline, read_manifest
 from chessjax.data.plan import BatchPlan, bucket_length, merge_rare_buckets
@@ -465,6 +466,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   eval_every = config.train.eval_every or epoch_steps
   model, state, run = build(config, task, total_steps=total)
   n_params = count_params(model)
+  played = np.minimum(train_iter.plan.lengths, config.data.max_len)  # For MFU in the logs.
+  flops_per_token = flops.model_per_token(model, played)
   del model
   val_batches = _validation_batches(config, task)
 
@@ -490,6 +493,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     start_step=start_step,
     lr_at=lr_at,
     progress_seconds=config.train.get("progress_seconds", 10.0),
+    flops_per_token=flops_per_token,
+    peak_flops=peaks.system_peak(config.model.get("dtype", "float32")),
   )
   logger.message(
     f"{config.family} {config.size} ({task_name(config)}): {n_params:,} "

@@ -369,6 +369,8 @@ def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
   events = EventAccumulator(str(tmp_path / "p" / "tb"))
   events.Reload()
   tags = events.Tags()
-  assert {"train/loss", "train/tokens_per_s", "validation/exact_state"} <= set(tags["scalars"])
+  assert {"train/loss", "train/tokens_per_s", "train/mfu", "validation/exact_state"} <= set(
+    tags["scalars"]
+  )
   assert "validation/prefix_bins" in tags["images"]
   assert [e.step for e in events.Scalars("train/loss")] == [6]
