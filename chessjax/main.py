@@ -54,6 +54,7 @@ def main(argv) -> None:
   config = FLAGS.config
   # Before any compilation (and before backends start, which logs the probe it quiets).
   runtime.setup(config.train.get("compilation_cache", runtime.AUTO))
+  runtime.set_matmul_precision(config.model.get("dtype", "float32"))
   initialize_distributed()
   config.lock()
   try:
