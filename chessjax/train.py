@@ -41,7 +41,7 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding
 
-from chessjax import evaluation, flops, logs, memory, optim, peaks, sharding
+from chessjax import evaluation, flops, logs, memory, optim, peaks, profiling, sharding
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.data import pipeline, read_manifest
 from chessjax.data.plan import BatchPlan, bucket_length, merge_rare_buckets
@@ -447,6 +447,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   if not config.data.train:
     raise ValueError("config.data.train is empty: point it at a prepared dataset directory")
   task = get_task(config)
+  profiler = profiling.StepProfiler(config.train.get("profile", ""), workdir / "profile")
   if chief:
     workdir.mkdir(parents=True, exist_ok=True)
     write_text(workdir / "config.json", config_json(config))
@@ -514,6 +515,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   checked = False
   try:
     while step < total and not selection.stopped:
+      profiler.step(step)
       batch = next(train_iter)
       device_batch = evaluation.device_batch(batch, run)
       shape = batch_shape(device_batch, task.batch_keys)
@@ -586,6 +588,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
       write_json(workdir / "train_summary.json", summary)
     raise
   finally:
+    profiler.close()
     if compiler is not None:
       compiler.close()
     ckpt.close()

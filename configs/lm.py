@@ -153,4 +153,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.remat = False
   c.train.compilation_cache = "auto"  # chessjax.runtime: per-user cache; "" for none.
   c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread.
+  c.train.profile = ""  # "START:STOP": a profiler trace of those steps (chessjax.profiling).
   return c
