@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench clean engines
+.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench bench-device clean engines
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -115,6 +115,11 @@ reproduce-mini: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_data_prep
+
+# The accelerator check (docs/performance.md): under 8 minutes by its budget; table and JSON in OUT.
+OUT ?= runs/bench_device
+bench-device: $(STAMP)
+	$(BIN)/python -m benchmarks.bench_device --out $(OUT)
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
