@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench bench-device clean engines
+.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench bench-device wheels clean engines
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -120,6 +120,20 @@ bench: $(STAMP)
 OUT ?= runs/bench_device
 bench-device: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_device --out $(OUT)
+
+# Every wheel an offline machine needs, chessjax's own included, for its Python and platform:
+# `make wheels PYVER=3.11 PLATFORM=manylinux_2_28_x86_64 DIR=wheels EXTRAS=cuda12`, then there
+# `launch/gpu_host.sh setup --wheels DIR`. EXTRAS=cuda12 adds jax[cuda12] (CUDA and cuDNN wheels).
+# A manylinux_2_X platform also takes older manylinux wheels; manylinux2014 alone misses jaxlib.
+PYVER ?= 3.11
+PLATFORM ?= manylinux_2_28_x86_64
+DIR ?= wheels
+EXTRAS ?=
+wheels: $(STAMP)
+	$(BIN)/python -m pip wheel -q --no-deps -w $(DIR) .
+	$(BIN)/python -m pip download -q -d $(DIR) --only-binary=:all: \
+	  --python-version $(PYVER) --platform $(PLATFORM) \
+	  "$$(ls $(DIR)/chessjax-*.whl | sort -V | tail -n 1)" $(if $(EXTRAS),"jax[$(EXTRAS)]")
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
