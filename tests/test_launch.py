@@ -923,7 +923,7 @@ def test_make_wheels_downloads_for_the_target_machine():
     cwd=REPO, capture_output=True, text=True, check=True,
   )  # fmt: skip
   text = r.stdout.replace("\\\n", " ")
-  assert "pip wheel -q --no-deps -w w ." in text  # chessjax itself, as a wheel
+  assert "pip wheel -q --no-deps -w w . " in text  # chessjax itself (and sdist-only deps)
   download = next(line for line in text.splitlines() if "pip download" in line)
   wanted = ("-d w", "--only-binary=:all:", "--python-version 3.12")
   wanted += ("--platform manylinux_2_28_aarch64", "w/chessjax-*.whl", '"jax[cuda12]"')
