@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench clean engines browser
+.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench bench-device wheels clean engines browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -131,6 +131,27 @@ reproduce-mini: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_data_prep
+
+# The accelerator check (docs/performance.md): under 8 minutes by its budget; table and JSON in OUT.
+OUT ?= runs/bench_device
+bench-device: $(STAMP)
+	$(BIN)/python -m benchmarks.bench_device --out $(OUT)
+
+# Every wheel an offline machine needs, chessjax's own included, for its Python and platform:
+# `make wheels PYVER=3.11 PLATFORM=manylinux2014_x86_64 DIR=wheels EXTRAS=cuda12`, then there
+# `launch/gpu_host.sh setup --wheels DIR`. EXTRAS=cuda12 adds jax[cuda12] (CUDA and cuDNN wheels).
+# PLATFORM is a list: pip takes each tag as is (manylinux2014 = glibc 2.17 misses jaxlib's 2.27).
+PYVER ?= 3.11
+PLATFORM ?= manylinux2014_x86_64 manylinux_2_27_x86_64 manylinux_2_28_x86_64
+DIR ?= wheels
+EXTRAS ?=
+# Dependencies published only as a source distribution, all pure Python: built into wheels here.
+SDIST_ONLY := "chess>=1.11.2,<1.12"
+wheels: $(STAMP)
+	$(BIN)/python -m pip wheel -q --no-deps -w $(DIR) . $(SDIST_ONLY)
+	$(BIN)/python -m pip download -q -d $(DIR) --find-links $(DIR) --only-binary=:all: \
+	  --python-version $(PYVER) $(foreach p,$(PLATFORM),--platform $(p)) \
+	  "$$(ls $(DIR)/chessjax-*.whl | sort -V | tail -n 1)" $(if $(EXTRAS),"jax[$(EXTRAS)]")
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info

@@ -19,7 +19,10 @@ CPU time other processes took during the timed steps, as a share of the machine:
 machine, numbers with a high other% are slowed by neighbours. "temp KiB/token" is the size of XLA's
 temporary buffers in the compiled step (its memory analysis: activations, gradients and scratch
 live at the peak, beyond the donated state), per token of the batch: the memory cost of each
-implementation, read from the compiled program. Families whose module does not
+implementation, read from the compiled program. "MFU%" is the model's FLOPs per token
+(chessjax.flops, the implementation the step runs) times tokens/s over the device's peak
+(chessjax.peaks: on a CPU the best float32 matmul rate XLA reaches on it, measured in this
+process). Families whose module does not
 import yet are listed as missing. `--no-attention` measures a cost floor, not a model: the
 Transformer's attention returns v, so the step costs what it would with a free attention kernel.
 """
@@ -36,7 +39,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from chessjax import encoding, labels
+from chessjax import encoding, flops, labels, peaks
 from chessjax.models import FAMILIES, count_params, create_model, model_config, transformer
 from chessjax.optim import decay_mask
 from chessjax.world_model import metrics
@@ -128,11 +131,19 @@ def bench_one(family, size, steps, opts, overrides) -> dict:
     jax.block_until_ready(loss)
     times.append(time.perf_counter() - t)
   med = statistics.median(times)
+  tok_s = opts.batch * steps / med
+  peak = peaks.peak_flops(dtype=getattr(model.cfg, "dtype", "float32"))
+  mfu = (
+    flops.mfu(tok_s, flops.per_token(model.cfg, steps), peak)
+    if flops.supported(model.cfg)
+    else math.nan
+  )
   return {
     "params": n_params,
     "ms": 1e3 * med,
     "min_ms": 1e3 * min(times),
-    "tok_s": opts.batch * steps / med,
+    "tok_s": tok_s,
+    "mfu": mfu,
     "loss": float(loss),
     "warm_s": compile_s,
     "other": share.other_percent(),
@@ -229,26 +240,28 @@ def main(argv=None):
         prev = r
         rows.append(r)
         print(
-          f"[done] {family} {size} T={steps}: {r['ms']:.1f} ms/step, {r['tok_s']:,.0f} tok/s "
+          f"[done] {family} {size} T={steps}: {r['ms']:.1f} ms/step, {r['tok_s']:,.0f} tok/s, "
+          f"MFU {100 * r['mfu']:.1f}% "
           f"(compile+warmup {r['warm_s']:.1f}s, loss {r['loss']:.3f}, other {r['other']:.0f}%)",
           flush=True,
         )
 
   print()
   print(
-    "| family | size | params | T | ms/step (median) | min ms | tokens/s | growth | exponent "
-    "| temp KiB/token | other% |"
+    "| family | size | params | T | ms/step (median) | min ms | tokens/s | MFU% | growth "
+    "| exponent | temp KiB/token | other% |"
   )
-  print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+  print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   for r in rows:
     print(
       f"| {r['family']} | {r['size']} | {r['params']:,} | {r['steps']} | {r['ms']:.1f} | "
-      f"{r['min_ms']:.1f} | {r['tok_s']:,.0f} | {r['growth']} | {r['exponent']} | "
+      f"{r['min_ms']:.1f} | {r['tok_s']:,.0f} | {100 * r['mfu']:.1f} | {r['growth']} | "
+      f"{r['exponent']} | "
       f"{'n/a' if r['temp_kb_tok'] is None else format(r['temp_kb_tok'], '.1f')} | "
       f"{r['other']:.0f} |"
     )
   for family in missing:
-    print(f"| {family} | missing | | | | | | | | | |")
+    print(f"| {family} | missing | | | | | | | | | | |")
   if missing:
     print()
     for family, why in missing.items():

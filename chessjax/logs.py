@@ -3,7 +3,9 @@
 `TrainLogger` sums each step's outputs on the host (read one step late, so the host never waits
 on the device) and, on process 0 only:
 * every `log_every` steps prints an interval line (step, loss, gradient norm, learning rate,
-  tokens/s, padding, bad batches, time left) and writes the same scalars to TensorBoard;
+  tokens/s, MFU, padding, bad batches, time left) and writes the same scalars to TensorBoard;
+  MFU (`chessjax.flops.mfu`) is the model's FLOPs per scored token times tokens/s over the
+  devices' peak (`chessjax.peaks`), given when the loop knows both;
 * tokens/s and time left leave compilation out (`compiled`): the loop reports the seconds of each
   step call that compiled a new batch shape;
 * between those, prints a progress line at least every `progress_seconds`, so a slow run is never
@@ -24,6 +26,7 @@ import fsspec
 import jax
 import numpy as np
 
+from chessjax import flops
 from chessjax.files import is_url
 
 
@@ -110,8 +113,11 @@ class TrainLogger:
     lr_at,
     progress_seconds: float,
     clock=time.perf_counter,
+    flops_per_token: float | None = None,
+    peak_flops: float | None = None,
   ):
     self.total, self.lr_at, self.progress_seconds = total, lr_at, progress_seconds
+    self.flops_per_token, self.peak_flops = flops_per_token, peak_flops
     self.clock = clock
     self.chief = workdir is not None
     self.writer = None
@@ -153,6 +159,7 @@ class TrainLogger:
       "loss": float(np.mean(finite)) if finite else float("nan"),
       "grad_norm": float(np.mean(self.norms)) if self.norms else float("nan"),
       "tokens_per_s": self.tokens / seconds,
+      "mfu": flops.mfu(self.tokens / seconds, self.flops_per_token or math.nan, self.peak_flops),
       "padding": 1.0 - self.tokens / max(self.cells, 1),
       "eta": (self.total - step) / steps_per_s if steps_per_s > 0 else float("inf"),
     }
@@ -175,9 +182,10 @@ class TrainLogger:
     r = self._rates(step)
     lr = float(self.lr_at(step - 1))
     bad = int(self.last_out.get("bad_batches", 0))
+    mfu = f"mfu {100 * r['mfu']:.1f}%  " if math.isfinite(r["mfu"]) else ""
     self.message(
       f"step {step}/{self.total}  loss {r['loss']:.4f}  grad {r['grad_norm']:.3f}  lr {lr:.2e}  "
-      f"{r['tokens_per_s']:,.0f} tok/s  pad {r['padding']:.2f}  bad {bad}  eta {hms(r['eta'])}"
+      f"{r['tokens_per_s']:,.0f} tok/s  {mfu}pad {r['padding']:.2f}  bad {bad}  eta {hms(r['eta'])}"
     )
     if self.writer is not None:
       scalars = {
@@ -185,6 +193,7 @@ class TrainLogger:
         "train/grad_norm": r["grad_norm"],
         "train/learning_rate": lr,
         "train/tokens_per_s": r["tokens_per_s"],
+        **({"train/mfu": r["mfu"]} if math.isfinite(r["mfu"]) else {}),
         "train/padding_fraction": r["padding"],
         "train/bad_batches": float(bad),
         "train/rollbacks": float(self.last_out.get("rollbacks", 0)),

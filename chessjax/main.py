@@ -33,6 +33,7 @@ def main(argv) -> None:
   # Before any compilation (and before backends start, which logs the probe it quiets); joins
   # the other processes of a multi-host run.
   runtime.setup(config.train.get("compilation_cache", runtime.AUTO))
+  runtime.set_matmul_precision(config.model.get("dtype", "float32"))
   config.lock()
   with processes.fail_together():
     try:

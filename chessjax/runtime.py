@@ -13,6 +13,9 @@ evaluation commands. Call `setup(...)` once, before the first compilation.
   (dropout masks, initialisers) lowered with its rounds unrolled, as on every other backend,
   instead of as a loop: the same bits, about a fifth less time compiling the d128 Transformer's
   train step (dropout 0.1; docs/performance.md, "Compilation of a first-ever run").
+* The precision policy's matmul precision (`set_matmul_precision`): `model.dtype="tf32"` sets
+  `jax_default_matmul_precision` to TF32 for the whole process (a global setting, so the
+  background compilations of `chessjax.train.StepCompiler` see it too).
 * Quiet backend probing: on a machine without an accelerator JAX tries the TPU (and GPU) plugins
   and logs "Unable to initialize backend 'tpu'" at INFO level on every run. That one logger
   (`jax._src.xla_bridge`) is raised to WARNING; a platform the user asked for that fails to start
@@ -108,3 +111,12 @@ def setup_for_workdir(workdir) -> str:
   except (OSError, ValueError):
     pass  # Not a workdir (yet): the command reports that itself.
   return setup(setting)
+
+
+def set_matmul_precision(dtype: str) -> None:
+  """The process-wide matmul precision of the precision policy `dtype` (`layers.DTYPES`)."""
+  from chessjax.models import layers
+
+  precision = layers.MATMUL_PRECISION.get(dtype)
+  if precision is not None:
+    jax.config.update("jax_default_matmul_precision", precision)

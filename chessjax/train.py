@@ -31,8 +31,9 @@ from functools import partial
 
 import jax
 import ml_collections
+import numpy as np
 
-from chessjax import evaluation, logs, optim
+from chessjax import evaluation, flops, logs, optim, peaks, profiling
 from chessjax import workdir as workdir_lib
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.compile import StepCompiler, batch_shape, check_memory, compile_ahead
@@ -80,6 +81,7 @@ def train_and_evaluate(
   if not config.data.train:
     raise ValueError("config.data.train is empty: point it at a prepared dataset directory")
   task = get_task(config)
+  profiler = profiling.StepProfiler(config.train.get("profile", ""), workdir / "profile")
   if chief:
     workdir.mkdir(parents=True, exist_ok=True)
     write_text(workdir / "config.json", config_json(config))
@@ -99,6 +101,8 @@ def train_and_evaluate(
   eval_every = config.train.eval_every or epoch_steps
   model, state, fns = build(config, task, total_steps=total)
   n_params = count_params(model)
+  played = np.minimum(train_iter.plan.lengths, config.data.max_len)  # For MFU in the logs.
+  flops_per_token = flops.model_per_token(model, played)
   del model
   val_batches = _validation_batches(config, task)
 
@@ -124,6 +128,8 @@ def train_and_evaluate(
     start_step=start_step,
     lr_at=lr_at,
     progress_seconds=config.train.get("progress_seconds", 10.0),
+    flops_per_token=flops_per_token,
+    peak_flops=peaks.system_peak(config.model.get("dtype", "float32")),
   )
   logger.message(
     f"{config.family} {config.size} ({task_name(config)}): {n_params:,} "
@@ -149,6 +155,7 @@ def train_and_evaluate(
   )
   try:
     while step < total and not stopping.stopped:
+      profiler.step(step)
       batch = next(train_iter)
       device_batch = evaluation.device_batch(batch, fns)
       shape = batch_shape(device_batch, task.batch_keys)
@@ -206,6 +213,7 @@ def train_and_evaluate(
     )
     raise
   finally:
+    profiler.close()
     compiler.close()
     ckpt.close()
     if best is not None:

@@ -56,6 +56,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.family, c.size, c.seed = a["family"], a["size"], 0
   # Overrides of the family's frozen model config (e.g. mixer_impl, chunk_size, dtype).
   c.model = ml_collections.ConfigDict()
+  # The precision policy (chessjax.models.layers.DTYPES: "float32" | "tf32" | "bfloat16";
+  # parameters and optimizer state float32 in all three). Mamba-3 trains under bfloat16 autocast,
+  # every other family (the Mamba-2 ablation included) in float32: Walker & Lyons, appendix B.2,
+  # and the released code (autocast only for mamba-3); its GPUs ran float32 matmuls as TF32.
   if "dtype" in _fields(a["family"], a["size"]):
     c.model.dtype = "bfloat16" if a["family"] in BFLOAT16_FAMILIES else "float32"
 
@@ -94,6 +98,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.remat = False
   c.train.compilation_cache = "auto"  # chessjax.runtime: a per-user cache; "" for none.
   c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread (chessjax.compile).
+  c.train.profile = ""  # "START:STOP": a profiler trace of those steps (chessjax.profiling).
 
   if a["smoke"]:
     if "dtype" in c.model:

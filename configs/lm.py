@@ -17,7 +17,9 @@ r"""Learning Chess Blindfolded (Toshniwal et al. 2022): a UCI language model wit
   used whole, with a warning that gives both numbers, `chessjax.lm.task.check_config`);
 * `epochs` (default 10, the paper's cap) or `steps` (a fixed number of batches instead; sets
   `train.epochs` to 0): the run's length, which also sets the schedule's horizon. Not both.
-* `model.KEY=VALUE`: any key of the family's model config, e.g. `model.layers=3` (typed by it).
+* `model.KEY=VALUE`: any key of the family's model config, e.g. `model.layers=3` (typed by it);
+  `model.dtype` is the precision policy (`float32` default, `tf32`, `bfloat16`: compute dtype;
+  parameters and optimizer state stay float32; chessjax.models.layers.DTYPES).
 The paper's recipe (section 4, appendix B): AdamW lr 5e-4, betas (0.9, 0.999), eps 1e-8, weight
 decay 0.01 on all parameters, global-norm clipping 1.0, batch 60, linear warmup over 10% of a
 10-epoch horizon then linear decay to 0, at most 10 epochs, early stopping when the per-move dev
@@ -29,9 +31,11 @@ Length on the command line: `--config.train.epochs=N` shortens the run to N epoc
 `chessjax.lm.task.check_config`), never silently resolved.
 """
 
+import dataclasses
+
 import ml_collections
 
-from chessjax.models import family_module
+from chessjax.models import family_module, model_config
 from configs import common
 
 EPOCHS = 10  # The paper's cap (section 4); early stopping usually ends a run sooner.
@@ -94,6 +98,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.task = "lm"  # chessjax.lm.task
   c.family, c.size, c.seed = a["family"], a["size"], 0
   c.model = ml_collections.ConfigDict(a[common.MODEL_PREFIX])  # Overrides of the family config.
+  # The precision policy, for models that have one (chessjax.models.layers.DTYPES: "float32" |
+  # "tf32" | "bfloat16"; parameters and optimizer state float32 in all three).
+  fields = {f.name for f in dataclasses.fields(model_config(a["model"], a["size"]))}
+  if "dtype" in fields and "dtype" not in c.model:
+    c.model.dtype = "float32"
 
   c.lm = ml_collections.ConfigDict()
   c.lm.notation, c.lm.rap_p, c.lm.train = a["notation"], a["rap_p"], a["train"]
@@ -144,4 +153,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.remat = False
   c.train.compilation_cache = "auto"  # chessjax.runtime: per-user cache; "" for none.
   c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread.
+  c.train.profile = ""  # "START:STOP": a profiler trace of those steps (chessjax.profiling).
   return c

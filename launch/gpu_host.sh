@@ -21,6 +21,7 @@ Usage: $PROG [--dry-run] SUBCOMMAND [OPTIONS] [-- EXTRA...]
 Subcommands:
   setup   Create the venv and pip install -e . 'jax[cuda12]' (idempotent).
             [--python python3.11] [--venv DIR (default: .venv in the repo)]
+            [--wheels DIR: offline, from the wheels of \`make wheels EXTRAS=cuda12 DIR=...\`]
   run     Train in the background (nohup), log to runs/logs/NAME.log; re-run the same command to resume.
             --family F --size S --workdir DIR [--log-name NAME] [--foreground] [--venv DIR]
             [--retries N (after a crash; default 0) [--retry-delay SECONDS (default 30)]]
@@ -42,6 +43,7 @@ EOF
 DRY_RUN="${DRY_RUN:-0}"
 PYTHON="python3.11"
 VENV="$REPO_ROOT/.venv"
+WHEELS=""
 FAMILY=""
 SIZE=""
 WORKDIR=""
@@ -90,6 +92,7 @@ parse_args() {
     case "$arg" in
       --python) need_value "$@"; PYTHON="$2"; shift 2 ;;
       --venv) need_value "$@"; VENV="$2"; shift 2 ;;
+      --wheels) need_value "$@"; WHEELS="$2"; shift 2 ;;
       --family) need_value "$@"; FAMILY="$2"; shift 2 ;;
       --size) need_value "$@"; SIZE="$2"; shift 2 ;;
       --workdir) need_value "$@"; WORKDIR="$2"; shift 2 ;;
@@ -119,17 +122,26 @@ allow_only() {
 }
 
 cmd_setup() {
-  allow_only --python --venv
+  allow_only --python --venv --wheels
   no_extra
+  if [[ -n "$WHEELS" && "$DRY_RUN" != 1 && ! -d "$WHEELS" ]]; then
+    die "no wheel folder $WHEELS; make one with: make wheels EXTRAS=cuda12 DIR=$WHEELS"
+  fi
   if [[ ! -x "$VENV/bin/python" ]]; then
     if [[ "$DRY_RUN" != 1 ]] && ! command -v "$PYTHON" >/dev/null; then
       die "$PYTHON not found; install Python >= 3.11 or pass --python"
     fi
     run_cmd "$PYTHON" -m venv "$VENV"
   fi
-  run_cmd "$VENV/bin/python" -m pip install -q --upgrade pip
-  # The CUDA 12 wheels bring their own CUDA and cuDNN; only an NVIDIA driver is needed on the host.
-  run_cmd "$VENV/bin/python" -m pip install -q -e "$REPO_ROOT" "jax[cuda12]"
+  if [[ -n "$WHEELS" ]]; then
+    # No network: chessjax's own wheel (not editable: that needs setuptools from an index) and
+    # every dependency from the folder, the index disabled.
+    run_cmd "$VENV/bin/python" -m pip install -q --no-index --find-links "$WHEELS" chessjax "jax[cuda12]"
+  else
+    run_cmd "$VENV/bin/python" -m pip install -q --upgrade pip
+    # The CUDA 12 wheels bring their own CUDA and cuDNN; only an NVIDIA driver is needed on the host.
+    run_cmd "$VENV/bin/python" -m pip install -q -e "$REPO_ROOT" "jax[cuda12]"
+  fi
   run_cmd "$VENV/bin/python" -c "import jax; print(jax.__version__, jax.devices())"
 }
 

@@ -958,3 +958,39 @@ def test_mimo_flag_adds_the_rank_4_mamba3(capsys):
   jobs = json.loads(text)
   assert [j["family"] for j in jobs] == ["mamba3", "mamba3_mimo"]
   assert "family=mamba3_mimo,size=d128" in jobs[1]["command"]
+
+
+def test_gpu_setup_from_wheels_is_offline(tmp_path):
+  venv, wheels = tmp_path / "venv", tmp_path / "wheels"
+  lines = dry(GPU, "setup", "--venv", str(venv), "--wheels", str(wheels))
+  assert lines == [
+    ["python3.11", "-m", "venv", str(venv)],
+    # No pip upgrade (it would need the index); the project's wheel, not an editable install.
+    [f"{venv}/bin/python", "-m", "pip", "install", "-q", "--no-index", "--find-links",
+     str(wheels), "chessjax", "jax[cuda12]"],
+    [f"{venv}/bin/python", "-c", "import jax; print(jax.__version__, jax.devices())"],
+  ]  # fmt: skip
+  r = sh(
+    GPU, "setup", "--venv", str(venv), "--wheels", str(wheels)
+  )  # Not dry: the folder is checked.
+  assert r.returncode != 0 and "no wheel folder" in r.stderr and "make wheels" in r.stderr
+  r = sh(GPU, "--dry-run", "run", "--family", "slice", "--size", "d128", "--workdir", "w",
+         "--wheels", str(wheels))  # fmt: skip
+  assert r.returncode != 0 and "does not apply to 'run'" in r.stderr
+
+
+def test_make_wheels_downloads_for_the_target_machine():
+  r = subprocess.run(
+    ["make", "-n", "wheels", "PYVER=3.12", "PLATFORM=manylinux_2_28_aarch64", "DIR=w",
+     "EXTRAS=cuda12"],
+    cwd=REPO, capture_output=True, text=True, check=True,
+  )  # fmt: skip
+  text = r.stdout.replace("\\\n", " ")
+  assert "pip wheel -q --no-deps -w w . " in text  # chessjax itself (and sdist-only deps)
+  download = next(line for line in text.splitlines() if "pip download" in line)
+  wanted = ("-d w", "--only-binary=:all:", "--python-version 3.12")
+  wanted += ("--platform manylinux_2_28_aarch64", "w/chessjax-*.whl", '"jax[cuda12]"')
+  for part in wanted:
+    assert part in download, (part, download)
+  plain = subprocess.run(["make", "-n", "wheels"], cwd=REPO, capture_output=True, text=True)
+  assert "jax[" not in plain.stdout  # EXTRAS empty: the CPU jax only

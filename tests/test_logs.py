@@ -1,4 +1,4 @@
-"""The training log's rates: time left and tokens/s leave compilation out."""
+"""The training log's rates: time left and tokens/s leave compilation out; MFU beside them."""
 
 import numpy as np
 
@@ -39,3 +39,33 @@ def test_time_left_leaves_compilation_out():
   for step in range(12, 16):
     logger.add(step_outputs(step))
   assert logger._rates(15)["eta"] == 85.0
+
+
+def test_mfu_in_the_line_and_tensorboard(tmp_path, capsys):
+  clock = FakeClock()
+  logger = logs.TrainLogger(
+    tmp_path,
+    total=10,
+    start_step=0,
+    lr_at=lambda s: 1e-3,
+    progress_seconds=10.0,
+    clock=clock,
+    flops_per_token=3e6,
+    peak_flops=1e9,
+  )
+  for step in (1, 2):
+    clock.now += 1.0
+    logger.add(step_outputs(step))
+  assert logger._rates(2)["mfu"] == 0.3  # 100 tokens/s x 3 MFLOP over 1 GFLOP/s
+  scalars = {}
+  logger.writer.add_scalar = lambda tag, value, step: scalars.__setitem__(tag, value)
+  logger.write_interval(2)
+  logger.close()
+  assert "mfu 30.0%" in capsys.readouterr().out
+  assert scalars["train/mfu"] == 0.3
+
+
+def test_no_mfu_without_a_flop_count():
+  logger = logs.TrainLogger(None, total=10, start_step=0, lr_at=lambda s: 1e-3, progress_seconds=1)
+  logger.add(step_outputs(1))
+  assert np.isnan(logger._rates(1)["mfu"])  # a plug-in family: no count, no MFU column

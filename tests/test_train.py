@@ -95,7 +95,8 @@ def test_config_arg_sets_model_keys_typed_by_the_family():
   c = cwm.get_config("family=slice,model.final_norm=true,model.dtype=bfloat16,model.dropout=0")
   assert c.model.to_dict() == {"dtype": "bfloat16", "final_norm": True, "dropout": 0.0}
   c = lm.get_config("family=gated_deltanet,size=d128,model.layers=3,model.mlp_width=480")
-  assert c.model.to_dict() == {"layers": 3, "mlp_width": 480}  # mlp_width's default is None
+  # mlp_width's default is None; dtype is the precision policy every config sets.
+  assert c.model.to_dict() == {"layers": 3, "mlp_width": 480, "dtype": "float32"}
   task = get_task(c)
   model = abstract_model(c.family, c.size, head=task.head, **task.model_kwargs, **c.model)
   assert len(model.backbone.blocks) == 3 and count_params(model) == 875_001
@@ -349,6 +350,8 @@ def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
   events = EventAccumulator(str(tmp_path / "p" / "tb"))
   events.Reload()
   tags = events.Tags()
-  assert {"train/loss", "train/tokens_per_s", "validation/exact_state"} <= set(tags["scalars"])
+  assert {"train/loss", "train/tokens_per_s", "train/mfu", "validation/exact_state"} <= set(
+    tags["scalars"]
+  )
   assert "validation/prefix_bins" in tags["images"]
   assert [e.step for e in events.Scalars("train/loss")] == [6]

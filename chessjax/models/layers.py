@@ -13,8 +13,16 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-# Config `dtype` string -> the dtype the Linear matmuls run in (parameters always stay float32).
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+# The mixed-precision policy, one model config key `dtype` (configs/cwm.py, configs/lm.py):
+# parameters and optimizer state are always float32; the value names how the matmuls compute.
+# "float32": float32 at the backend's default precision (TF32 on Ampere and newer GPUs, full
+# float32 on a CPU); "tf32": float32 inputs, TF32 products set explicitly for the process
+# (`MATMUL_PRECISION`, applied by `chessjax.main`), the paper's `allow_tf32`; "bfloat16": the
+# Linear matmuls (and attention products) in bfloat16 with norms, recurrent state, decays and
+# the residual stream float32 (the paper's Mamba-3 autocast, Walker & Lyons, appendix B.2).
+DTYPES = {"float32": jnp.float32, "tf32": jnp.float32, "bfloat16": jnp.bfloat16}
+# Policy -> the process-wide `jax_default_matmul_precision` it needs (None: leave JAX's default).
+MATMUL_PRECISION = {"tf32": "tensorfloat32"}
 
 
 def check_config(cfg, rates: tuple[str, ...] = ("dropout",)) -> None:
