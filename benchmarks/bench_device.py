@@ -10,9 +10,9 @@ median is reported):
    clipping, AdamW; as `benchmarks.bench_train_step`) of every family of the paper's grid
    (`chessjax.models.registry.FAMILIES`) in two cases, `d128 b32` (d128, batch 32) and
    `d512 b128` (d512, batch 128, the paper's slowest runs), games cut at `STEPS` = 256 steps
-   (random valid moves and labels, no padding), under both precision policies `float32` and `bfloat16` (`model.dtype`:
-   parameters and optimizer state float32 either way). Each family runs the implementation its
-   `mixer_impl="auto"` picks on the device.
+   (random valid moves and labels, no padding), under both precision policies `float32` and
+   `bfloat16` (`model.dtype`: parameters and optimizer state float32 either way). Each family
+   runs the implementation its `mixer_impl="auto"` picks on the device.
 2. `recurrence`: each recurrence of `chessjax.ops.impl.RECURRENCES` in each of its
    implementations (chunked at several chunk sizes) at the d512 layer's shapes and the d512 case's
    batch and length: forward, and forward + backward (gradient of every input), float32 inputs.
