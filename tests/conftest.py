@@ -178,6 +178,7 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
 
 # The modules whose tests take longest in `make test`'s durations, longest first.
 LONGEST_MODULES = (
+  "test_multiprocess",
   "test_train",
   "test_multiprocess",
   "test_lm_learns",
