@@ -100,7 +100,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model = ml_collections.ConfigDict(a[common.MODEL_PREFIX])  # Overrides of the family config.
   # The precision policy, for models that have one (chessjax.models.layers.DTYPES: "float32" |
   # "tf32" | "bfloat16"; parameters and optimizer state float32 in all three).
-  fields = {f.name for f in dataclasses.fields(model_config(a["model"], a["size"]))}
+  fields = {f.name for f in dataclasses.fields(model_config(a["family"], a["size"]))}
   if "dtype" in fields and "dtype" not in c.model:
     c.model.dtype = "float32"
 
