@@ -387,6 +387,8 @@ def long_game_summary(r: dict, trained: int) -> dict:
     "bins": {"start": starts, "steps": steps, "exact_state": exact, "labelwise": labelwise},
     "exact_within": float(ply["exact"][:trained].sum() / within) if within else None,
     "exact_beyond": float(ply["exact"][trained:].sum() / beyond) if beyond else None,
+    "labelwise_within": float(ply["correct"][:trained].sum() / (75 * within)) if within else None,
+    "labelwise_beyond": float(ply["correct"][trained:].sum() / (75 * beyond)) if beyond else None,
     "steps_beyond": int(beyond),
     "first_wrong": {
       "games": len(first),
@@ -574,15 +576,17 @@ def long_tables_markdown(args, rows: list[dict]) -> str:
   lines = [
     f"## Length generalisation: trained on {trained} steps, scored to {scored}",
     "",
-    f"ExactState % on the steps before ply {trained} and from it on; at the training length: the "
+    f"ExactState % on the steps before ply {trained} and from it on (Labelwise likewise); at the "
+    "training length: the "
     f"20 plies before it; half: the first 20-ply bin from ply {trained} on whose ExactState is "
     "below half that (bins of at least 100 steps; '-': none); the first wrong ply of each game "
     "(quartiles; games never wrong); the largest and the median per-game loss (mean "
     f"cross-entropy of a game). Games longer than {scored} steps are cut (count per split).",
     "",
     "| run | split | within % | beyond % (steps) | at training length % | half at ply | "
-    "first wrong ply q25/q50/q75 | never wrong | max game loss | median game loss | cut |",
-    "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    "Labelwise within / beyond % | first wrong ply q25/q50/q75 | never wrong | max game loss | "
+    "median game loss | cut |",
+    "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
   ]
   for row in rows:
     for split in SPLITS:
@@ -592,10 +596,11 @@ def long_tables_markdown(args, rows: list[dict]) -> str:
       half = half_value_ply(g, trained)
       q = g["first_wrong"]["quartiles"]
       beyond = "-" if g["exact_beyond"] is None else f"{100 * g['exact_beyond']:.2f}"
+      lw_beyond = "-" if g["labelwise_beyond"] is None else f"{100 * g['labelwise_beyond']:.2f}"
       lines.append(
         f"| {row['family']}_s{row['seed']} | {split} | {100 * g['exact_within']:.2f} | "
         f"{beyond} ({g['steps_beyond']:,}) | {100 * at[0]:.2f} | "
-        f"{'-' if half is None else half} | "
+        f"{'-' if half is None else half} | {100 * g['labelwise_within']:.2f} / {lw_beyond} | "
         f"{'-' if q is None else '/'.join(f'{x:g}' for x in q)} | "
         f"{g['first_wrong']['never']} | {g['max_game_loss']:.4g} | {g['median_game_loss']:.4g} | "
         f"{g['truncated_games']} |"

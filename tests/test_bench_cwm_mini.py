@@ -103,6 +103,7 @@ def test_long_game_summary_bins_at_the_training_length_and_finds_the_half():
   assert long["bins"]["steps"] == [2000, 4000, 4000, 4000, 4000, 4000, 4000]
   assert long["bins"]["exact_state"] == [1.0, 1.0, 1.0, 0.75, 0.75, 0.2, 0.2]
   assert long["exact_within"] == 1.0 and long["steps_beyond"] == 80 * 200
+  assert long["labelwise_within"] == long["labelwise_beyond"] == 1.0
   assert long["exact_beyond"] == (40 * 150 + 40 * 40) / (80 * 200)
   assert long["first_wrong"]["never"] == 1 and long["first_wrong"]["quartiles"][1] == 95
   assert long["max_game_loss"] == 3.0 and long["median_game_loss"] == pytest.approx(0.3)
@@ -122,10 +123,8 @@ def test_long_tables_and_figure(tmp_path):
     rows.append(row)
   text = bench.long_tables_markdown(args, rows)
   assert "trained on 50 steps, scored to 130" in text
-  assert (
-    "| transformer_s0 | real | 100.00 | 100.00 (800) | 100.00 | - | 3/3/3 | 1 | 0.5 | 0.375 | 0 |"
-    in text
-  )
+  row = "| transformer_s0 | real | 100.00 | 100.00 (800) | 100.00 | - | 100.00 / 100.00 |"
+  assert row + " 3/3/3 | 1 | 0.5 | 0.375 | 0 |" in text
   assert "| slice_s0 | random | 100.00 | 50.00 (-50.00) | - |" in text
   bench.length_png(args, rows, tmp_path / "length.png")
   assert (tmp_path / "length.png").read_bytes()[:4] == b"\x89PNG"
