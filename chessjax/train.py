@@ -176,7 +176,10 @@ def train_and_evaluate(
       if pending is not None:
         _check_finite(pending, config.train.max_bad_batches)
         logger.add(pending)
-      pending = logs.Pending(step, out, int(batch["mask"].sum()), batch["mask"].size)
+      # This process's rows times the processes: every process holds as many rows of each batch,
+      # so tokens/s counts the whole batch (exact for one process, an estimate for several).
+      n = jax.process_count()
+      pending = logs.Pending(step, out, n * int(batch["mask"].sum()), n * batch["mask"].size)
       if step % config.train.log_every == 0 or step == total:
         jax.block_until_ready(out)
         _check_finite(pending, config.train.max_bad_batches)
