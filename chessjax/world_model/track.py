@@ -79,15 +79,16 @@ def track(
 
   `ucis` is a list (or a space-separated string) of UCI moves; an illegal one raises ValueError
   naming its ply. `ep_mode` and `variant` (the rules of the true board) default to those of the
-  training data. `restored` may pass `chessjax.workdir.restore(workdir)`. Returns one dict per step
-  t = 0..plies: `step`, `move` (UCI, None at t = 0), `san`, `pred` and `true` (uint8[75] label
-  rows), `exact`, `wrong` (label indices) and `differences` (readable lines).
+  training data. `restored` may pass `chessjax.workdir.restore(workdir, which)` (default: the
+  checkpoint every evaluator scores, `workdir.default_checkpoint`: best, else latest). Returns
+  one dict per step t = 0..plies: `step`, `move` (UCI, None at t = 0), `san`, `pred` and `true`
+  (uint8[75] label rows), `exact`, `wrong` (label indices) and `differences` (readable lines).
   """
   if isinstance(ucis, str):
     ucis = ucis.split()
   ucis = list(ucis)
   if restored is None:
-    restored = workdir.restore(run_dir)
+    restored = workdir.restore(run_dir, workdir.default_checkpoint(run_dir))
   data_ep_mode, data_variant = training_encoding(run_dir)
   ep_mode, variant = ep_mode or data_ep_mode, variant or data_variant
   moves, states = encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
@@ -169,7 +170,7 @@ def main(argv=None) -> int:
     ep_mode, variant = args.ep_mode or data_ep_mode, args.variant or data_variant
     ucis = read_pgn_mainline(args.pgn, variant) if args.pgn else args.moves.split()
     encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
-    restored = workdir.restore(args.workdir)
+    restored = workdir.restore(args.workdir, workdir.default_checkpoint(args.workdir))
     steps = track(args.workdir, ucis, restored=restored, ep_mode=ep_mode, variant=variant)
   except (ValueError, FileNotFoundError, OSError) as e:
     ap.error(str(e))

@@ -241,7 +241,7 @@ def test_track_prints_every_ply(run_dir, restored, monkeypatch, capsys, tmp_path
   assert steps[5]["san"] == "Bb5" and steps[0]["move"] is None
   assert all(s["exact"] == (s["wrong"] == []) for s in steps)
 
-  monkeypatch.setattr(workdir, "restore", lambda wd: restored)
+  monkeypatch.setattr(workdir, "restore", lambda wd, which: restored)
   assert track.main(["--workdir", str(run_dir), "--moves", " ".join(OPENING), "--ascii"]) == 0
   out = capsys.readouterr().out
   for rank in "87654321":
@@ -414,7 +414,7 @@ def test_gallery_and_track_pages(run_dir, data, restored, monkeypatch, tmp_path)
   # Self-contained: no resource loaded from elsewhere (game ids may be lichess URLs: data).
   assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//|fetch\(|XMLHttpRequest""", text)
 
-  monkeypatch.setattr(workdir, "restore", lambda wd: restored)
+  monkeypatch.setattr(workdir, "restore", lambda wd, which: restored)
   out = tmp_path / "game.html"
   argv = ["--workdir", str(run_dir), "--moves", " ".join(OPENING), "--html", str(out)]
   assert track.main(argv) == 0
