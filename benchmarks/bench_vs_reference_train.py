@@ -36,9 +36,9 @@ Runs alternate (released, chessjax, then chessjax, released, ...) so that load o
 machine hits both; the table gives the median over `--reps` and the 1-minute load average seen.
 Both sides also report tokens per CPU-second of the pinned process (`time.process_time()` at each
 log mark; the released side through the same `format_rate` hook, chessjax by wrapping
-`train._log_interval`) and the CPU share (CPU-s / wall-s): on a shared machine, where neighbours
-take a varying part of the core, tokens/CPU-s is the stable number and the wall rate follows the
-share.
+`logs.TrainLogger.write_interval`) and the CPU share (CPU-s / wall-s): on a shared machine,
+where neighbours take a varying part of the core, tokens/CPU-s is the stable number and the wall
+rate follows the share.
 """
 
 import argparse
