@@ -227,3 +227,25 @@ def test_reproduce_mini_table_and_time(doc):
   assert seen >= 3
   minutes, seconds = divmod(record["wall_s"], 60)
   assert f"{minutes} min {seconds} s" in " ".join((REPO / doc).read_text().split())
+
+
+def test_bench_device_h200_tables():
+  """docs/performance.md's H200 table is bench_device's own table of the record's measured rows,
+  and the ratio table divides the paper's 1.1 s by the record's d512 steps."""
+  from benchmarks.bench_device import Row, table
+
+  record = _record("bench_device_h200")
+  assert record["device_kind"] == "NVIDIA H200" and record["platform"] == "gpu"
+  measured = [r for r in record["rows"] if r["status"] == "ok"]
+  assert len(measured) == 39 and all(r["run"] in (1, 2, 3) for r in measured)
+  rows = [Row(**{k: v for k, v in r.items() if k != "run"}) for r in measured]
+  assert table(rows) in (REPO / "docs/performance.md").read_text()
+
+  step = {tuple(r["name"].split()[::3]): r["ms"] for r in measured if " d512 " in r["name"]}
+  shown = _table("docs/performance.md", "family | float32 step ms")
+  expected = {}
+  for family in {f for f, _ in step}:
+    ms32, ms16 = step[family, "float32"], step[family, "bfloat16"]
+    expected[family] = [round(ms32, 2), round(ms16, 2)]
+    expected[family] += [_ratio(1100, ms32, shown[family][2]), _ratio(1100, ms16, shown[family][3])]
+  _check(shown, expected)

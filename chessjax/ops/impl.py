@@ -7,8 +7,11 @@ recurrentgemma's `ScanType`, resolved per backend in one place).
 * `ASSOCIATIVE`: one associative scan over the whole sequence (the affine scan only).
 * `AUTO` (every family's default): the fastest of these for the recurrence on the backend that
   traces the model, measured (docs/performance.md): the affine scan of SLiCE runs `SEQUENTIAL` on
-  CPU (3-4x faster than `CHUNKED` at d128 there) and `CHUNKED` elsewhere; the delta rule and SSD
-  run `CHUNKED` everywhere. Every choice gives the same numbers up to rounding (tests/ops/).
+  CPU (3-4x faster than `CHUNKED` at d128 there) and on GPU (1.4-1.7x faster than every chunk size
+  and the associative scan at the d512 layer's shapes on an H200, forward + backward), `CHUNKED`
+  on TPU (not measured there); the delta rule and SSD run `CHUNKED` everywhere (9.4x and 17x
+  faster than `SEQUENTIAL` on the H200). Every choice gives the same numbers up to rounding
+  (tests/ops/).
 
 A recurrence names itself by one of `RECURRENCES`, the one list of what each supports: `parse`
 checks a config value against it, `resolve` turns `AUTO` into a concrete choice, and `check` is
@@ -34,7 +37,7 @@ RECURRENCES = {
   "ssd": (Impl.SEQUENTIAL, Impl.CHUNKED),
 }
 # (recurrence, backend) -> what AUTO means there; CHUNKED where not listed.
-_AUTO = {("affine_scan", "cpu"): Impl.SEQUENTIAL}
+_AUTO = {("affine_scan", "cpu"): Impl.SEQUENTIAL, ("affine_scan", "gpu"): Impl.SEQUENTIAL}
 # The name AUTO had before this switch existed, still read from older configs.
 _ALIASES = {"fast": Impl.AUTO}
 

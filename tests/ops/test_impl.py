@@ -10,13 +10,13 @@ from chessjax.ops.impl import Impl
 
 def test_auto_resolves_per_recurrence_and_backend():
   assert impl.resolve("auto", "affine_scan", "cpu") is Impl.SEQUENTIAL
-  assert impl.resolve("auto", "affine_scan", "gpu") is Impl.CHUNKED
+  assert impl.resolve("auto", "affine_scan", "gpu") is Impl.SEQUENTIAL
   assert impl.resolve("auto", "affine_scan", "tpu") is Impl.CHUNKED
   for recurrence in ("delta_rule", "ssd"):
     for backend in ("cpu", "gpu", "tpu"):
       assert impl.resolve(Impl.AUTO, recurrence, backend) is Impl.CHUNKED
   # Without a backend: JAX's default one.
-  want = Impl.SEQUENTIAL if jax.default_backend() == "cpu" else Impl.CHUNKED
+  want = Impl.CHUNKED if jax.default_backend() == "tpu" else Impl.SEQUENTIAL
   assert impl.resolve("auto", "affine_scan") is want
 
 
