@@ -249,3 +249,32 @@ def test_bench_device_h200_tables():
     expected[family] = [round(ms32, 2), round(ms16, 2)]
     expected[family] += [_ratio(1100, ms32, shown[family][2]), _ratio(1100, ms16, shown[family][3])]
   _check(shown, expected)
+
+
+def _marked(doc: str, key: str) -> str:
+  """The text between `<!-- long:KEY -->` and `<!-- /long:KEY -->` in `doc`."""
+  text = (REPO / doc).read_text()
+  start, end = f"<!-- long:{key} -->", f"<!-- /long:{key} -->"
+  assert text.count(start) == 1 and text.count(end) == 1, key
+  return text.split(start)[1].split(end)[0]
+
+
+def test_long_games_tables_are_the_bench_rendering_of_the_record():
+  """docs/world_model.md's long-game tables are what `bench_cwm_mini` renders from the committed
+  record (docs/results/bench_cwm_long.json), table for table."""
+  from benchmarks import bench_cwm_mini as bench
+
+  record = _record("bench_cwm_long")
+  argv = ["--record", "", "--max-len", "128", "--eval-max-len", "1024", "--tag", "_L128"]
+  args = bench.parse_args(argv + ["--seeds", "0", "--ablation-seeds", "0"])
+  for key in ("steps", "batch_size", "max_len", "eval_max_len", "test_games", "tag", "families"):
+    assert record["args"][key] == getattr(args, key), key
+  runs = record["runs"]
+  assert len(runs) == 7
+  rendered = bench.tables_markdown(args, runs, "machine") + bench.long_tables_markdown(args, runs)
+  for key in ("TABLE8_LONG", "LENGTH_TABLE", "STRATA_TABLE", "TIME_TABLE"):
+    tables = [t.strip() for t in _marked("docs/world_model.md", key).split("\n\n")]
+    tables = [t for t in tables if t.startswith("|")]
+    assert tables, key
+    for t in tables:
+      assert t in rendered, (key, t.splitlines()[:3])
