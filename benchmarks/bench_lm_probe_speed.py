@@ -49,8 +49,8 @@ def main(argv=None) -> int:
   from configs import lm
 
   config = lm.get_config(f"family=gpt2,size={args.size},notation={args.notation}")
-  _, state, run = build(config, total_steps=1)
-  restored = workdir.Restored(config=config, run=run, state=state, step=0)
+  _, state, fns = build(config, total_steps=1)
+  restored = workdir.Restored(config=config, fns=fns, state=state, step=0)
   sets = Path(args.sets)
   scratch = tempfile.TemporaryDirectory(prefix="probe_rows_")  # Removed at exit.
   if args.rows:  # The first rows, in a scratch directory, read by the same reader.

@@ -78,17 +78,17 @@ from configs import lm
 size, B, T, warmup, iters = sys.argv[1], *(int(x) for x in sys.argv[2:6])
 config = lm.get_config(f"family=gpt2,size={size},notation=uci")
 config.train.epochs, config.train.steps = 0, 1000
-_, state, run = build(config, total_steps=1000)
+_, state, fns = build(config, total_steps=1000)
 rng = np.random.default_rng(1)
 batch = {"inputs": rng.integers(3, 77, (B, T)).astype(np.int32),
          "targets": rng.integers(3, 77, (B, T)).astype(np.int32),
          "weights": np.ones((B, T), np.float32), "mask": np.ones((B, T), bool),
          "moves": np.full(B, T / 2, np.float32)}
-batch = evaluation.device_batch(batch, run)
+batch = evaluation.device_batch(batch, fns)
 times = []
 for i in range(warmup + iters):
     t0 = time.perf_counter()
-    state, out = run.train_step(state, batch)
+    state, out = fns.train_step(state, batch)
     jax.block_until_ready((state, out))
     times.append(time.perf_counter() - t0)
 print(json.dumps({"times": times[warmup:], "params": count_params(state["params"]),

@@ -311,7 +311,7 @@ def score_all(args, data, work: Path) -> dict:
           base = template[family]
           params = released_params(npz, family, base.state["params"])
           restored = base.__class__(
-            config=base.config, run=base.run, state={**base.state, "params": params}, step=step
+            config=base.config, fns=base.fns, state={**base.state, "params": params}, step=step
           )
         run["scores"][step] = score(key, None if key in scores else restored)
     (run_dir / "scored.json").write_text(json.dumps(run))
@@ -332,8 +332,8 @@ def _fresh_run(family, data, args):
   config = cwm.get_config(f"family={family},size=d128")
   config.data.train = str(data["train"])
   config.data.max_len = args.max_len
-  _, state, run = build(config)
-  return Restored(config=config, run=run, state=state, step=0)
+  _, state, fns = build(config)
+  return Restored(config=config, fns=fns, state=state, step=0)
 
 
 def time_to(marks: dict, scores: dict, target: float) -> tuple[float, float] | None:

@@ -36,11 +36,11 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
   config.model.dtype = "float32"
   config.data.train = str(data)
   config.data.batch_size = batch_size
-  _, state, run = build(config)
+  _, state, fns = build(config)
   it = pipeline.make_batches(
     str(data),
     "train",
-    run.task.rows,
+    fns.task.rows,
     batch_size=batch_size,
     seed=0,
     bucket_lengths=BUCKETS,
@@ -53,7 +53,7 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
     batch = next(it)
     length = batch["moves"].shape[1]
     if length not in compiled:
-      state, out = run.train_step(state, evaluation.device_batch(batch, run))
+      state, out = fns.train_step(state, evaluation.device_batch(batch, fns))
       jax.block_until_ready(out)
       compiled.add(length)
   compile_s = time.perf_counter() - t0
@@ -66,7 +66,7 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
     wait += time.perf_counter() - t
     tokens += int(batch["mask"].sum())
     cells += batch["mask"].size
-    state, out = run.train_step(state, evaluation.device_batch(batch, run))
+    state, out = fns.train_step(state, evaluation.device_batch(batch, fns))
   jax.block_until_ready(out)
   seconds = time.perf_counter() - start
   it.close()

@@ -1,7 +1,7 @@
 """A training workdir read back for evaluation, and the conventions every evaluator of one shares.
 
 restored = restore("runs/slice_d256", default_checkpoint("runs/slice_d256"))  # or gs://bucket/...
-logits = restored.run.predict(restored.state["params"], restored.state["model_state"], tokens)
+logits = restored.fns.predict(restored.state["params"], restored.state["model_state"], tokens)
 
 A workdir is a directory holding `config.json` (`find_workdirs`), its checkpoints under
 `checkpoints/` and, when training validated, the best one under `best/` (`CHECKPOINTS`). Every
@@ -35,17 +35,17 @@ SKIP_DIRS = {"checkpoints", "best", EVAL_DIR, "tb", "boards"}  # Never a workdir
 @dataclasses.dataclass
 class Restored:
   config: ml_collections.ConfigDict
-  run: StepFns  # The task, jitted steps (eval_step, predict) and shardings.
+  fns: StepFns  # The task, jitted steps (eval_step, predict) and shardings.
   state: dict  # The train state pytree (params, model_state, ...).
   step: int  # The checkpoint's training step.
 
   @property
   def task(self):
-    return self.run.task
+    return self.fns.task
 
   def predict(self, tokens):
     """Logits float32[B, T, C] of the model at this checkpoint for tokens int32[B, T]."""
-    return self.run.predict(self.state["params"], self.state["model_state"], tokens)
+    return self.fns.predict(self.state["params"], self.state["model_state"], tokens)
 
 
 def read_config(workdir) -> ml_collections.ConfigDict:
@@ -62,7 +62,7 @@ def restore(workdir, which: str = "latest", *, step: int | None = None) -> Resto
   if which not in ("latest", "best"):
     raise ValueError(f"which must be 'latest' or 'best', got {which!r}")
   config = read_config(workdir)
-  _, state, run = build(config)
+  _, state, fns = build(config)
   ckpt = Checkpointer(workdir, subdir="checkpoints" if which == "latest" else "best")
   try:
     if step is None:
@@ -76,7 +76,7 @@ def restore(workdir, which: str = "latest", *, step: int | None = None) -> Resto
   if restored is None:
     raise FileNotFoundError(f"{workdir} has no readable {which} checkpoint")
   step, state, _ = restored
-  return Restored(config=config, run=run, state=state, step=step)
+  return Restored(config=config, fns=fns, state=state, step=step)
 
 
 def default_checkpoint(run_dir) -> str:

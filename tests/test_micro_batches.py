@@ -58,18 +58,18 @@ def build(config, **train_keys):
 
 def one_step(config, batch, **train_keys):
   """Parameters and outputs after one train step."""
-  _, state, run = build(config, **train_keys)
-  state, out = run.train_step(state, evaluation.device_batch(batch, run))
+  _, state, fns = build(config, **train_keys)
+  state, out = fns.train_step(state, evaluation.device_batch(batch, fns))
   return jax.device_get(state["params"]), jax.device_get(out)
 
 
 def loss_and_grads(config, batch, n):
   """The step's loss and gradients over `n` micro-batches (before the optimizer)."""
-  _, state, run = build(config)
+  _, state, fns = build(config)
   fn = jax.jit(
-    lambda p, s, b: step.accumulated_loss_and_grads(run.graphdef, run.task, p, s, b, n)[:2]
+    lambda p, s, b: step.accumulated_loss_and_grads(fns.graphdef, fns.task, p, s, b, n)[:2]
   )
-  device = evaluation.device_batch(batch, run)
+  device = evaluation.device_batch(batch, fns)
   return jax.device_get(fn(state["params"], state["model_state"], device))
 
 

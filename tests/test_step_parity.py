@@ -96,17 +96,17 @@ def test_released_schedules():
 @pytest.mark.parametrize("name", parity.FAMILIES)
 def test_steps_equal_the_released_steps(name):
   config = parity_config(name)
-  _, state, run = build(config, devices=jax.devices()[:4])  # sharded, as measured
+  _, state, fns = build(config, devices=jax.devices()[:4])  # sharded, as measured
   params = set_params(state["params"])
   state["params"] = params
   state["snapshot"]["params"] = jax.tree.map(jnp.copy, params)
-  state = jax.device_put(state, run.state_sharding)
+  state = jax.device_put(state, fns.state_sharding)
 
   keys = ("moves", "states", "mask")
   losses, grad_norms = [], []
   for s in range(parity.STEPS):
     batch = {k: DATA[k][s] for k in keys}
-    state, out = run.train_step(state, evaluation.device_batch(batch, run))
+    state, out = fns.train_step(state, evaluation.device_batch(batch, fns))
     losses.append(float(out["loss"]))
     grad_norms.append(float(out["grad_norm"]))
   assert int(state["bad_batches"]) == 0

@@ -219,16 +219,16 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
 
 def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
-  _, state, run = build(config)
+  _, state, fns = build(config)
   it = pipeline.make_batches(
     str(dataset), "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )
-  batch = evaluation.device_batch(next(it), run)
-  state, out = run.train_step(state, batch)
+  batch = evaluation.device_batch(next(it), fns)
+  state, out = fns.train_step(state, batch)
   assert float(out["bad_batches"]) == 0
   # Non-finite parameters make the loss non-finite: the batch is skipped and counted.
   poisoned = dict(state, params=jax.tree.map(lambda x: x * jnp.nan, state["params"]))
-  poisoned, out = run.train_step(poisoned, batch)
+  poisoned, out = fns.train_step(poisoned, batch)
   assert float(out["bad_in_a_row"]) == 1 and not math.isfinite(float(out["loss"]))
   assert int(poisoned["step"]) == 2
   it.close()
@@ -249,13 +249,13 @@ def run_losses(dataset, devices, steps=3) -> list[float]:
   c = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
   c.data.train, c.data.bucket_lengths = str(dataset), (128,)
   c.train.steps = 8  # The schedule of the 8-step runs above: one device reuses their program.
-  _, state, run = build(c, devices=devices)
+  _, state, fns = build(c, devices=devices)
   it = pipeline.make_batches(
     c.data.train, "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )
   losses = []
   for _ in range(steps):
-    state, out = run.train_step(state, evaluation.device_batch(next(it), run))
+    state, out = fns.train_step(state, evaluation.device_batch(next(it), fns))
     losses.append(float(out["loss"]))
   it.close()
   return losses

@@ -53,7 +53,7 @@ def _next_token(predict, params, model_state, tokens, lengths):
 
 def next_token_fn(restored):
   """`logits_fn(tokens int32[B, T], lengths int32[B]) -> float32[B, V]` of a restored model."""
-  fn = jax.jit(partial(_next_token, restored.run.predict))
+  fn = jax.jit(partial(_next_token, restored.fns.predict))
   state = restored.state
   return lambda tokens, lengths: np.asarray(
     fn(state["params"], state["model_state"], jnp.asarray(tokens), jnp.asarray(lengths))
@@ -70,7 +70,7 @@ def perplexity(restored, path, split: str, *, batch_size: int) -> dict:
     batch_size=workdir.device_batch_size(batch_size),
   )
   try:
-    result = evaluation.accumulate(restored.run, restored.state, batches)
+    result = evaluation.accumulate(restored.fns, restored.state, batches)
   finally:
     batches.close()
   return {**result, "dataset": {"path": str(path), "split": split}}
@@ -83,7 +83,7 @@ def probe(restored, sets_dir, *, batch_size: int) -> tuple[dict, list[dict]]:
   end_rows, start_rows = probing.read_rows(sets_dir)
   state = restored.state
   fn = continuations.continuation_logits_fn(
-    restored.run.graphdef, state["params"], state["model_state"], pad_id=task.vocab.pad_id
+    restored.fns.graphdef, state["params"], state["model_state"], pad_id=task.vocab.pad_id
   )
   logits = probing.task_logits(
     end_rows, start_rows, fn, task.vocab, notation=task.notation, batch_size=batch_size

@@ -320,7 +320,7 @@ def probe_workdir(
   _, control_state, _ = build(control_config, task)
   extract = partial(extract_features, pad_id=_pad_id(task), buckets=buckets, max_len=max_len)
   fit = {"steps": steps, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay}
-  graphdef = restored.run.graphdef
+  graphdef = restored.fns.graphdef
   results = {}
   for name, state in (("model", restored.state), ("control", control_state)):
     p, ms = state["params"], state["model_state"]

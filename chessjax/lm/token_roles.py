@@ -100,7 +100,7 @@ def analyse(restored, path, split: str, *, max_games: int, batch_size: int) -> d
   """The module docstring's numbers for one split of a restored language model."""
   task = restored.task
   vocab = task.vocab
-  fn = jax.jit(partial(_stats, restored.run.predict, task.eval_logits))
+  fn = jax.jit(partial(_stats, restored.fns.predict, task.eval_logits))
   state = restored.state
   sums = RoleSums()
   batches = workdir.eval_batches(

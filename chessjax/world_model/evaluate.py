@@ -137,7 +137,7 @@ def evaluate_split(
   `strata` (`chessjax.world_model.strata`) and `failures` (game index -> (first wrong step,
   predicted labels there), not JSON).
   """
-  config, run, state, step = restored.config, restored.run, restored.state, restored.step
+  config, fns, state, step = restored.config, restored.fns, restored.state, restored.step
   total = int(read_manifest(path)["splits"][split]["games"])
   num_games = total if max_games is None else min(int(max_games), total)
   if num_games <= 0:
@@ -150,9 +150,9 @@ def evaluate_split(
   scored = lengths if max_len is None else np.minimum(lengths, max_len)
   flags = strata.dataset_flags(path, split, num_games, variant_of_manifest(read_manifest(path)))
 
-  replicated = NamedSharding(run.data_sharding.mesh, P())
+  replicated = NamedSharding(fns.data_sharding.mesh, P())
   if logits_fn is None:
-    logits_fn = lambda params, model_state, batch: run.predict(params, model_state, batch["moves"])  # noqa: E731
+    logits_fn = lambda params, model_state, batch: fns.predict(params, model_state, batch["moves"])  # noqa: E731
   step_fn = jax.jit(partial(eval_batch, logits_fn), out_shardings=replicated)
   params, model_state = state["params"], state["model_state"]
   batches = workdir.eval_batches(
@@ -165,7 +165,7 @@ def evaluate_split(
     max_len=max_len,
   )
   start = time.perf_counter()
-  compiled = _compile_shapes(step_fn, params, model_state, batches.plan, run.data_sharding)
+  compiled = _compile_shapes(step_fn, params, model_state, batches.plan, fns.data_sharding)
   compile_seconds = time.perf_counter() - start
 
   acc, by_stratum = metrics.Accumulator(), strata.StrataAccumulator()
@@ -209,7 +209,7 @@ def evaluate_split(
 
   start = time.perf_counter()
   try:
-    evaluation.run_batches(eval_step, run, batches, consume, keys=EVAL_KEYS)
+    evaluation.run_batches(eval_step, fns, batches, consume, keys=EVAL_KEYS)
   finally:
     batches.close()
   seconds = time.perf_counter() - start

@@ -89,8 +89,8 @@ def test_batching_and_order_match_the_reference_on_a_fake_model(lm_sets, notatio
 
 
 def _restored(config, state=None):
-  _, fresh, run = build(config, total_steps=1)
-  return workdir.Restored(config=config, run=run, state=fresh if state is None else state, step=0)
+  _, fresh, fns = build(config, total_steps=1)
+  return workdir.Restored(config=config, fns=fns, state=fresh if state is None else state, step=0)
 
 
 def _assert_same(restored, sets):
@@ -107,7 +107,7 @@ def _assert_same(restored, sets):
   end, start = probing.read_rows(sets)
   task = restored.task
   fn = continuations.continuation_logits_fn(
-    restored.run.graphdef,
+    restored.fns.graphdef,
     restored.state["params"],
     restored.state["model_state"],
     pad_id=task.vocab.pad_id,
@@ -135,7 +135,7 @@ def test_random_init_models_match_the_reference(lm_sets, model, notation):
     config.model.layers = 2
   restored = _restored(config)
   state = restored.state
-  merged = nnx.merge(restored.run.graphdef, state["params"], state["model_state"])
+  merged = nnx.merge(restored.fns.graphdef, state["params"], state["model_state"])
   assert continuations.shares_prefix(merged) == model.startswith("gpt2")
   _assert_same(restored, lm_sets[1])
 

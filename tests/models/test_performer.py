@@ -250,14 +250,14 @@ def test_lm_trains_resumes_and_keeps_its_features(lm_dataset, tmp_path):
   assert first["steps"] == 3 and np.isfinite(first["validation"]["loss"])
   restored = workdir.restore(run)
   backbone = nnx.merge(
-    restored.run.graphdef, restored.state["params"], restored.state["model_state"]
+    restored.fns.graphdef, restored.state["params"], restored.state["model_state"]
   ).backbone
   # Training forwards 0, 1, 2 with interval 2: one redraw before forward 2.
   assert int(backbone.redraws[...]) == 1 and int(backbone.redraw_calls[...]) == 0
   second = train.train_and_evaluate(_lm_config(lm_dataset, 6), run)
   assert second["steps"] == 6 and second["resumed_from"] == 3
   backbone = nnx.merge(
-    *(lambda r: (r.run.graphdef, r.state["params"], r.state["model_state"]))(workdir.restore(run))
+    *(lambda r: (r.fns.graphdef, r.state["params"], r.state["model_state"]))(workdir.restore(run))
   ).backbone
   # Forwards 3, 4, 5: counter 1, 2, then a redraw before forward 5.
   assert int(backbone.redraws[...]) == 2 and int(backbone.redraw_calls[...]) == 0

@@ -98,7 +98,7 @@ def _check_boards(result, out_dir, expected_first):
 
 
 def test_streamed_metrics_equal_direct_metrics(run_dir, data, restored):
-  config, run, state, step = restored.config, restored.run, restored.state, restored.step
+  config, fns, state, step = restored.config, restored.fns, restored.state, restored.step
   results = evaluate.evaluate(
     run_dir, {"real": (data["real"], None)}, batch_size=4, boards=3, restored=restored
   )
@@ -110,7 +110,7 @@ def test_streamed_metrics_equal_direct_metrics(run_dir, data, restored):
   assert r["games_per_s"] > 0 and r["dataset"]["games"] == r["games"]
 
   moves, states, mask = _padded_games(data["real"], "test", config.data.max_len)
-  logits = np.asarray(run.predict(state["params"], state["model_state"], jnp.asarray(moves)))
+  logits = np.asarray(fns.predict(state["params"], state["model_state"], jnp.asarray(moves)))
   want = metrics.state_metrics(logits, states, mask)
   assert r["loss"] == pytest.approx(want["loss"], rel=1e-5)
   for key in ("labelwise", "exact_state", "trajectory", "groups"):
@@ -374,13 +374,13 @@ def test_strata_of_an_evaluation(run_dir, data, restored):
 def test_scoring_beyond_the_training_cut(run_dir, data, restored):
   """`max_len` above the training cut scores longer prefixes: the same numbers as the model's
   logits on the games padded to that length, bins beyond the cut included."""
-  config, run, state = restored.config, restored.run, restored.state
+  config, fns, state = restored.config, restored.fns, restored.state
   longer = 2 * config.data.max_len
   r = evaluate.evaluate(
     run_dir, {"long": (data["real"], None)}, restored=restored, boards=0, max_len=longer
   )["long"]
   moves, states, mask = _padded_games(data["real"], "test", longer)
-  logits = np.asarray(run.predict(state["params"], state["model_state"], jnp.asarray(moves)))
+  logits = np.asarray(fns.predict(state["params"], state["model_state"], jnp.asarray(moves)))
   want = metrics.state_metrics(logits, states, mask)
   assert r["dataset"]["max_len"] == longer and r["steps"] == want["steps"]
   assert r["dataset"]["truncated_games"] == int((mask.sum(1) == longer).sum())
