@@ -252,29 +252,58 @@ def test_bench_device_h200_tables():
 
 
 def _marked(doc: str, key: str) -> str:
-  """The text between `<!-- long:KEY -->` and `<!-- /long:KEY -->` in `doc`."""
+  """The text between `<!-- KEY -->` and `<!-- /KEY -->` in `doc` (KEY: `prefix:NAME`)."""
   text = (REPO / doc).read_text()
-  start, end = f"<!-- long:{key} -->", f"<!-- /long:{key} -->"
+  start, end = f"<!-- {key} -->", f"<!-- /{key} -->"
   assert text.count(start) == 1 and text.count(end) == 1, key
   return text.split(start)[1].split(end)[0]
 
 
-def test_long_games_tables_are_the_bench_rendering_of_the_record():
+# record -> (the marker prefix in docs/world_model.md, the bench's arguments of its protocol).
+LONG_RECORDS = {
+  "bench_cwm_long": ("long", ["--max-len", "128", "--eval-max-len", "1024", "--tag", "_L128"]),
+  "bench_cwm_whole": ("whole", ["--eval-max-len", "1024"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_RECORDS))
+def test_long_games_tables_are_the_bench_rendering_of_the_record(name):
   """docs/world_model.md's long-game tables are what `bench_cwm_mini` renders from the committed
-  record (docs/results/bench_cwm_long.json), table for table."""
+  record (docs/results/NAME.json), table for table; the whole-game record also holds the report's
+  Tables 11-12, whose d128 cells the docs show."""
   from benchmarks import bench_cwm_mini as bench
 
-  record = _record("bench_cwm_long")
-  argv = ["--record", "", "--max-len", "128", "--eval-max-len", "1024", "--tag", "_L128"]
-  args = bench.parse_args(argv + ["--seeds", "0", "--ablation-seeds", "0"])
+  prefix, argv = LONG_RECORDS[name]
+  record = _record(name)
+  args = bench.parse_args(argv + ["--record", "", "--seeds", "0", "--ablation-seeds", "0"])
   for key in ("steps", "batch_size", "max_len", "eval_max_len", "test_games", "tag", "families"):
     assert record["args"][key] == getattr(args, key), key
   runs = record["runs"]
-  assert len(runs) == 7
+  names = [f"{r['family']}_s{r['seed']}" for r in runs]
+  assert f"({', '.join(names)})" in _marked("docs/world_model.md", f"{prefix}:RUNS_DONE")
   rendered = bench.tables_markdown(args, runs, "machine") + bench.long_tables_markdown(args, runs)
-  for key in ("TABLE8_LONG", "LENGTH_TABLE", "STRATA_TABLE", "TIME_TABLE"):
-    tables = [t.strip() for t in _marked("docs/world_model.md", key).split("\n\n")]
+  for key in ("TABLE8_LONG", "LENGTH_TABLE", "TIME_TABLE") + (
+    ("STRATA_TABLE",) * (name != "bench_cwm_whole")
+  ):
+    tables = [t.strip() for t in _marked("docs/world_model.md", f"{prefix}:{key}").split("\n\n")]
     tables = [t for t in tables if t.startswith("|")]
     assert tables, key
     for t in tables:
       assert t in rendered, (key, t.splitlines()[:3])
+  if "report_tables" not in record:
+    return
+  display = json.loads((REPO / "chessjax/world_model/paper_results.json").read_text())["families"]
+  # "Table 11 (...)" then "Table 12 (...)", each followed by the report's Markdown table.
+  shown = _marked("docs/world_model.md", f"{prefix}:TABLES_11_12").split("\nTable 12 ")
+  assert len(shown) == 2 and shown[0].lstrip().startswith("Table 11 ")
+  checked = 0
+  for key, text in zip(("table11", "table12"), shown, strict=True):
+    table = record["report_tables"][key]
+    for row in table["rows"]:
+      line = f"| {display[row['family']]} | {row['size']} | {row['split']} |"
+      [match] = [x for x in text.splitlines() if x.startswith(line)]
+      cells = [c.strip() for c in match[len(line) :].strip(" |").split("|")]
+      for column, cell in zip(table["columns"], cells, strict=True):
+        assert cell.split(" / ")[0] == f"{row[column]:.2f}", (line, column, cell)
+        checked += 1
+  assert checked == 2 * 4 * 7  # Tables 11-12: the 4 main families, 7 bins each
