@@ -22,6 +22,7 @@ import bz2
 import contextlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +33,25 @@ os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(REPO / ".jax_cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+# XLA's CPU fusion emitters off (see above): set before JAX starts its backend; subprocesses
+# inherit it. Probed first, once per run: an XLA that no longer knows the flag aborts on it.
+FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
+
+
+def _with_flag(flags: str, flag: str) -> str:
+  return f"{flags} {flag}".strip()
+
+
+def _xla_accepts(flag: str) -> bool:
+  env = dict(os.environ, XLA_FLAGS=_with_flag(os.environ.get("XLA_FLAGS", ""), flag))
+  probe = [sys.executable, "-c", "import jax; jax.devices()"]
+  return subprocess.run(probe, env=env, capture_output=True).returncode == 0
+
+
+if "CHESSJAX_TEST_XLA_FLAGS" not in os.environ:  # pytest-xdist workers inherit the controller's.
+  flag = FAST_COMPILE_FLAG if _xla_accepts(FAST_COMPILE_FLAG) else ""
+  os.environ["CHESSJAX_TEST_XLA_FLAGS"] = flag
+  os.environ["XLA_FLAGS"] = _with_flag(os.environ.get("XLA_FLAGS", ""), flag)
 
 import chess.pgn  # noqa: E402
 import jax  # noqa: E402

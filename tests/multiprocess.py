@@ -30,11 +30,12 @@ def free_port() -> int:
 
 
 def environment(process_id: int | None, processes: int, devices: int, port: int | None) -> dict:
-  """The environment of one process: the suite's compilation cache settings (conftest.py puts
-  them in os.environ), `devices` fake CPU devices, and the coordinator's address."""
+  """The environment of one process: the suite's compilation settings (conftest.py puts them in
+  os.environ), `devices` fake CPU devices, and the coordinator's address."""
   env = dict(os.environ)
   env["PYTHONPATH"] = str(REPO)
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  flags = os.environ.get("CHESSJAX_TEST_XLA_FLAGS", "")  # conftest.py's
+  env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
   env["PYTHONUNBUFFERED"] = "1"
   for key in ("CHESSJAX_COORDINATOR", "CHESSJAX_NUM_PROCESSES", "CHESSJAX_PROCESS_ID"):
     env.pop(key, None)
