@@ -60,9 +60,7 @@ def config_json(config) -> str:
   return json.dumps(config.to_dict(), indent=2, sort_keys=True, default=str) + "\n"
 
 
-def train_and_evaluate(
-  config: ml_collections.ConfigDict, workdir, *, step_compiler=StepCompiler
-) -> dict:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   """Trains per `config`, resuming from `workdir` if it holds checkpoints. Returns a summary
   (also written to WORKDIR/train_summary.json).
 
@@ -72,9 +70,6 @@ def train_and_evaluate(
   task's selection metric (`task.selection_metric`, lower is better) the state is also saved as
   WORKDIR/best; with `early_stopping_patience` > 0, training stops after that many validations
   without improvement.
-
-  `step_compiler(jitted_train_step)` makes what compiles the step per batch shape (a
-  `chessjax.compile.StepCompiler`, or one like it: a test hands in one whose steps fail).
   """
   workdir = as_path(workdir)
   chief = jax.process_index() == 0
@@ -142,7 +137,7 @@ def train_and_evaluate(
   best = Checkpointer(workdir, max_to_keep=1, subdir="best") if val_batches else None
   plan: BatchPlan = train_iter.plan
   longest = bucket_length(int(plan.lengths.max()), plan.batching.bucket_lengths)
-  compiler = step_compiler(fns.train_step)
+  compiler = StepCompiler(fns.train_step)
   ahead = compile_ahead(config)
   checked = False
   summary = partial(

@@ -63,9 +63,9 @@ def one_step(config, batch, **train_keys):
   return jax.device_get(state["params"]), jax.device_get(out)
 
 
-def loss_and_grads(config, batch, n):
+def loss_and_grads(config, batch, n, **train_keys):
   """The step's loss and gradients over `n` micro-batches (before the optimizer)."""
-  _, state, fns = build(config)
+  _, state, fns = build(config, **train_keys)
   fn = jax.jit(
     lambda p, s, b: step.accumulated_loss_and_grads(fns.graphdef, fns.task, p, s, b, n)[:2]
   )
@@ -109,10 +109,21 @@ def test_micro_batches_make_the_full_batch_step(task):
 
 @pytest.mark.slow
 def test_remat_recomputes_the_same_step_dropout_included():
+  """The backward pass recomputes the forward one, dropout masks included: the same loss and
+  gradients up to float32 rounding (another mask would move them by percents). After Adam the
+  parameters agree to 1% of the learning rate: Adam divides each update by its gradient's own
+  scale, so rounding in a near-zero gradient (XLA fuses the recomputed forward differently) moves
+  that parameter by up to a few thousandths of the learning rate."""
   config, batch = lm_config_tiny(dropout=0.1), lm_batch(np.random.default_rng(1))
+  (loss, grads), (remat_loss, remat_grads) = (
+    loss_and_grads(config, batch, 1, remat=remat) for remat in (False, True)
+  )
+  np.testing.assert_allclose(remat_loss, loss, rtol=1e-6)
+  for g, f in zip(jax.tree.leaves(remat_grads), jax.tree.leaves(grads), strict=True):
+    np.testing.assert_allclose(g, f, rtol=1e-5, atol=1e-6 * max(np.abs(f).max(), 1e-12))
   plain = one_step(config, batch)
   remat = one_step(config, batch, remat=True)
-  assert_same_step(plain, remat, rtol=1e-6, atol=1e-7)
+  assert_same_step(plain, remat, rtol=1e-6, atol=1e-2 * config.optim.lr)
   # Both together, dropout on (the memory-saving setting of a large LM): a finite step.
   _, out = one_step(config, batch, remat=True, micro_batches=2)
   assert np.isfinite(out["loss"]) and np.isfinite(out["grad_norm"])
