@@ -10,11 +10,14 @@ the bundled lichess sample and a small random-uniform test set (seed 0):
 4. `--collect` stage 2 and apply the replacement rule until no configuration is left to run;
 5. `--select`, then `--evaluate` the kept runs on the real and random-uniform test splits;
 6. `chessjax.world_model.report` over the runs: WORKDIR/report/tables.md, tables.json, figures.
-Every command is printed before it runs and logged to WORKDIR/commands.sh. Rerunning resumes: the
-sweep leaves out finished runs (`--skip-finished`) and prepared data is reused.
+Every command is printed before it runs and logged to WORKDIR/commands.sh (the `launch.sweep` ones
+run in this process: the same code, one interpreter start instead of seven). Rerunning resumes:
+the sweep leaves out finished runs (`--skip-finished`) and prepared data is reused.
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import shlex
@@ -23,6 +26,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from launch import sweep
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
@@ -52,27 +57,36 @@ def parse_args(argv):
 class Pipeline:
   def __init__(self, args):
     self.args = args
-    self.work = Path(args.workdir)
+    self.work = Path(args.workdir).resolve()  # Commands run from the repository root.
     self.work.mkdir(parents=True, exist_ok=True)
     self.log = self.work / "commands.sh"
     self.log.write_text("# launch.reproduce_mini: every command, in order\n")
 
-  def sh(self, argv: list[str], stdout=None) -> str:
-    """Runs one command from the repository root; returns its stdout when `stdout` is a path."""
+  def record(self, argv: list[str], stdout=None) -> str:
+    """Prints and logs a command line (`argv`, its output redirected to `stdout` if given)."""
     line = shlex.join(argv) + (f" > {shlex.quote(str(stdout))}" if stdout else "")
     print(f"$ {line}", flush=True)
     with open(self.log, "a") as f:
       f.write(line + "\n")
-    result = subprocess.run(argv, cwd=REPO, text=True, stdout=subprocess.PIPE if stdout else None)
+    return line
+
+  def sh(self, argv: list[str]) -> None:
+    """Runs one command from the repository root."""
+    line = self.record(argv)
+    result = subprocess.run(argv, cwd=REPO)
     if result.returncode != 0:
       raise SystemExit(f"reproduce_mini: command failed ({result.returncode}): {line}")
-    if stdout:
-      Path(stdout).write_text(result.stdout)
-      return result.stdout
-    return ""
 
   def sweep(self, *args: str, out: Path) -> str:
-    return self.sh([self.args.python, "-m", "launch.sweep", *args], stdout=out)
+    """`python -m launch.sweep ARGS > OUT`, run in this process; returns its output."""
+    line = self.record([self.args.python, "-m", "launch.sweep", *args], stdout=out)
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+      code = sweep.main(list(args))
+    if code:
+      raise SystemExit(f"reproduce_mini: command failed ({code}): {line}")
+    Path(out).write_text(text.getvalue())
+    return text.getvalue()
 
   def run_all(self, commands: list[str]) -> None:
     """The runs of a stage, `--jobs` at a time (each is one `chessjax.main` process)."""
