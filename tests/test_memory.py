@@ -1,13 +1,14 @@
 """The memory check before the first train step: a clear stop naming the remedies."""
 
 import pytest
+from conftest import SMOKE_FAMILY
 
 from chessjax import memory, train
 from configs import cwm
 
 
 def test_a_step_too_large_stops_before_running_and_names_the_remedies(small_dataset, tmp_path):
-  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
+  config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.data.train = str(small_dataset)
   config.data.bucket_lengths = (128,)
   config.train.steps = 8  # tests/test_train.py's 8-step smoke runs: their compiled train step.

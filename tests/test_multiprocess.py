@@ -12,14 +12,14 @@ import time
 import jax
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, SMOKE_FAMILY
 from multiprocess import HEARTBEAT_SECONDS, run, start
 
 from chessjax import workdir as workdirs
 
 pytestmark = pytest.mark.slow
 
-FAMILY = "gated_deltanet"  # Small and quick to compile at smoke size (as in test_train.py).
+FAMILY = SMOKE_FAMILY
 STEPS, CHECKPOINT_EVERY = 4, 2
 WM_OVERRIDES = (
   f"--config.train.steps={STEPS}",

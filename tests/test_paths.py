@@ -24,6 +24,7 @@ import os
 import fsspec
 import numpy as np
 import pytest
+from conftest import SMOKE_FAMILY
 from etils import epath
 from etils.epath import backend, gpath, register
 
@@ -130,7 +131,7 @@ def test_training_to_a_url_workdir(memory_scheme, small_dataset, tmp_path, monke
 
   monkeypatch.setattr(checkpointing, "as_path", checkpoint_as_path)
   url = f"{memory_scheme}/run"
-  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
+  config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.data.train = str(small_dataset)
   config.data.bucket_lengths = (128,)
   config.train.steps = 4

@@ -5,6 +5,7 @@ import gzip
 import json
 
 import pytest
+from conftest import SMOKE_FAMILY
 
 from chessjax import profiling, train
 from configs import cwm, lm
@@ -22,7 +23,7 @@ def test_parse_range():
 
 
 def _config(dataset, profile: str):
-  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
+  config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.data.train = str(dataset)
   config.data.bucket_lengths = (128,)
   config.train.steps, config.train.log_every = 4, 2

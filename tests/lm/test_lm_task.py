@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import SAMPLE_PGN
+from conftest import SAMPLE_PGN, SMOKE_FAMILY
 
 from chessjax import optim, train, workdir
 from chessjax.data import source
@@ -121,7 +121,7 @@ def test_early_stopping_keeps_the_best_checkpoint(small_dataset, tmp_path):
 
   scripted.SCRIPT[:] = [3.0, 2.0, 2.5, 9.0]
   scripted.CALLS[0] = 0
-  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
+  config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.task = "tasks.scripted"
   config.data.train, config.data.bucket_lengths = str(small_dataset), (128,)
   # 8 steps (stopped at 6): the train step of tests/test_train.py's 8-step smoke runs, whose

@@ -9,7 +9,7 @@ import chess
 import chess.variant
 import numpy as np
 import pytest
-from conftest import TEST_DATA
+from conftest import SMOKE_FAMILY, TEST_DATA
 from encoding_helpers import state_of_board
 
 from chessjax import encoding
@@ -315,7 +315,7 @@ def test_atomic_random_uniform_dataset_trains_and_tracks(tmp_path, capsys):
   data = tmp_path / "atomic"
   random_uniform.generate(data, games=40, seed=1, variant="atomic", split="train", progress=False)
   assert variant_of_manifest(read_manifest(data)) == "atomic"
-  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
+  config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.data.train = str(data)
   config.data.val_split = "train"
   config.data.bucket_lengths = (128,)

@@ -13,7 +13,7 @@ import chess
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, SMOKE_FAMILY
 
 from chessjax import encoding, labels, train, workdir
 from chessjax.data import GameSource, read_manifest, source
@@ -22,7 +22,7 @@ from chessjax.world_model import boards, evaluate, metrics, strata, track
 from configs import cwm
 from data_prep import process_pgn
 
-FAMILY = "gated_deltanet"  # Small and quick to compile at smoke size; any family works.
+FAMILY = SMOKE_FAMILY  # Any family works.
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 OPENING = "e2e4 e7e5 g1f3 b8c6 f1b5 a7a6 e1g1".split()
 
