@@ -1,8 +1,9 @@
 """The public commands as 2 local JAX processes of 2 CPU devices each, against 1 process of 4.
 
 Every check runs the commands as subprocesses (`tests/multiprocess.py`: free port, gloo, a hard
-deadline, every process's log on failure). The runs are shared: one 2-process and one 1-process
-training per task, reused by the parity, resume, elastic and evaluation checks.
+deadline, every process's log on failure); a one-process, one-device reference runs in this
+process. The runs are shared: one 2-process and one 1-process training per task, reused by the
+parity, resume, elastic and evaluation checks.
 """
 
 import json
@@ -135,17 +136,19 @@ def wm_evaluate(work, data, *extra):
 TIMING = ("compile_seconds", "eval_seconds", "games_per_s", "steps_per_s")
 
 
-def test_evaluation_by_two_processes_equals_one(small_dataset, runs):
+def test_evaluation_by_two_processes_equals_one(small_dataset, runs, capsys):
   """The test split (35 games) in global batches of 12, the last one 11 games and a padding row:
-  2 processes score every game once, as 1 process does, from a checkpoint written by 2."""
+  2 processes score every game once, as 1 process (this one, one device) does, from a checkpoint
+  written by 2."""
+  from chessjax.world_model import evaluate
+
   work, results = runs["two"], []
-  for processes, devices in ((2, 2), (1, 1)):
-    logs = run(
-      wm_evaluate(work, f"test={small_dataset}:test", "--batch-size=12", "--boards=1"),
-      runs["root"], processes=processes, devices=devices, tag=f"evaluate{processes}",
-    )  # fmt: skip
-    assert "report:" in logs[0] and all("report:" not in log for log in logs[1:])
-    results.append(json.loads((work / "eval" / "test.json").read_text()))
+  args = wm_evaluate(work, f"test={small_dataset}:test", "--batch-size=12", "--boards=1")
+  logs = run(args, runs["root"], tag="evaluate2")
+  assert "report:" in logs[0] and "report:" not in logs[1]
+  results.append(json.loads((work / "eval" / "test.json").read_text()))
+  assert evaluate.main(args[2:]) == 0 and "report:" in capsys.readouterr().out
+  results.append(json.loads((work / "eval" / "test.json").read_text()))
   two, one = ({k: v for k, v in r.items() if k not in TIMING} for r in results)
   assert two["dataset"]["games"] % 12 and two["batch_size"] == 12  # A partial last batch.
   assert two["first_error_steps"] == one["first_error_steps"]
@@ -159,12 +162,11 @@ def test_evaluation_by_two_processes_equals_one(small_dataset, runs):
       assert two[key] == one[key], key
 
 
-def test_track_reads_a_two_process_checkpoint(runs):
-  logs = run(
-    ["-m", "chessjax.world_model.track", f"--workdir={runs['two']}", "--moves", "e2e4 e7e5"],
-    runs["root"], processes=1, devices=1, tag="track",
-  )  # fmt: skip
-  assert f"checkpoint step {STEPS}, 2 plies" in logs[0]
+def test_track_reads_a_two_process_checkpoint(runs, capsys):
+  from chessjax.world_model import track
+
+  assert track.main([f"--workdir={runs['two']}", "--moves", "e2e4 e7e5"]) == 0
+  assert f"checkpoint step {STEPS}, 2 plies" in capsys.readouterr().out
 
 
 def test_a_missing_data_path_on_one_host_stops_every_process(small_dataset, runs):
