@@ -263,6 +263,11 @@ def _marked(doc: str, key: str) -> str:
 LONG_RECORDS = {
   "bench_cwm_long": ("long", ["--max-len", "128", "--eval-max-len", "1024", "--tag", "_L128"]),
   "bench_cwm_whole": ("whole", ["--eval-max-len", "1024"]),
+  "bench_cwm_x4": (
+    "x4",
+    ["--eval-max-len", "1024", "--steps", "12000", "--tag", "_x4"]
+    + ["--families", "transformer,slice,gated_deltanet,mamba3"],
+  ),
 }
 
 
@@ -282,9 +287,8 @@ def test_long_games_tables_are_the_bench_rendering_of_the_record(name):
   names = [f"{r['family']}_s{r['seed']}" for r in runs]
   assert f"({', '.join(names)})" in _marked("docs/world_model.md", f"{prefix}:RUNS_DONE")
   rendered = bench.tables_markdown(args, runs, "machine") + bench.long_tables_markdown(args, runs)
-  for key in ("TABLE8_LONG", "LENGTH_TABLE", "TIME_TABLE") + (
-    ("STRATA_TABLE",) * (name != "bench_cwm_whole")
-  ):
+  keys = {"bench_cwm_long": ("LENGTH_TABLE", "STRATA_TABLE"), "bench_cwm_whole": ("LENGTH_TABLE",)}
+  for key in ("TABLE8_LONG", "TIME_TABLE") + keys.get(name, ()):
     tables = [t.strip() for t in _marked("docs/world_model.md", f"{prefix}:{key}").split("\n\n")]
     tables = [t for t in tables if t.startswith("|")]
     assert tables, key
