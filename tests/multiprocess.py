@@ -34,8 +34,7 @@ def environment(process_id: int | None, processes: int, devices: int, port: int 
   os.environ), `devices` fake CPU devices, and the coordinator's address."""
   env = dict(os.environ)
   env["PYTHONPATH"] = str(REPO)
-  flags = os.environ.get("CHESSJAX_TEST_XLA_FLAGS", "")  # conftest.py's
-  env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+  env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
   env["PYTHONUNBUFFERED"] = "1"
   for key in ("CHESSJAX_COORDINATOR", "CHESSJAX_NUM_PROCESSES", "CHESSJAX_PROCESS_ID"):
     env.pop(key, None)
