@@ -211,7 +211,6 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
 LONGEST_MODULES = (
   "test_multiprocess",
   "test_train",
-  "test_multiprocess",
   "test_lm_learns",
   "test_termination_atomic",
   "test_termination",
