@@ -45,12 +45,10 @@ def main(argv=None) -> int:
   from chessjax import workdir
   from chessjax.lm import evaluate, probing
   from chessjax.models import count_params
-  from chessjax.step import build
   from configs import lm
 
   config = lm.get_config(f"family=gpt2,size={args.size},notation={args.notation}")
-  _, state, fns = build(config, total_steps=1)
-  restored = workdir.Restored(config=config, fns=fns, state=state, step=0)
+  restored = workdir.initial(config)
   sets = Path(args.sets)
   scratch = tempfile.TemporaryDirectory(prefix="probe_rows_")  # Removed at exit.
   if args.rows:  # The first rows, in a scratch directory, read by the same reader.
@@ -82,7 +80,8 @@ def main(argv=None) -> int:
     assert sum(r["rows"] for r in result["tasks"].values()) == n
     outputs[name] = records
   print(
-    f"\nGPT-2 {args.size} ({count_params(state['params']):,} parameters), {args.notation.upper()}:"
+    f"\nGPT-2 {args.size} ({count_params(restored.state['params']):,} parameters), "
+    f"{args.notation.upper()}:"
     f" {len(tasks)} tasks x {len(end_rows)} rows = {n} prompts ({tokens:,} tokens, longest "
     f"{longest}), batch {args.batch_size}, {jax.device_count()} {jax.default_backend()} "
     f"device(s)\n"

@@ -45,6 +45,8 @@ import sys
 import time
 from pathlib import Path
 
+from chessjax import workdir
+
 REPO = Path(__file__).resolve().parents[1]
 
 # name -> (model, size, notation, model overrides)
@@ -122,8 +124,8 @@ def train_command(name: str, args, data: Path, run_dir: Path) -> list[str]:
 
 
 def finished(run_dir: Path) -> bool:
-  """A run whose loop ended (its final summary written)."""
-  return (run_dir / "train_summary.json").exists()
+  """A run a rerun would not train further (`chessjax.workdir.finished`)."""
+  return workdir.finished(run_dir)
 
 
 def train_all(names, args, data: Path, work: Path) -> None:
@@ -219,7 +221,7 @@ def tables(results: dict, work: Path) -> str:
   same model and notation (GPT-2 small, Table 6's models at their paper sizes)."""
   params = {}
   for name in results:
-    summary = json.loads((work / "runs" / name / "train_summary.json").read_text())
+    summary = workdir.read_summary(work / "runs" / name)
     params[name] = summary.get("params")
   table3 = paper_train_s("table3")
   end_rows = {**paper_train_s("table6"), **paper_train_s("table5")}

@@ -73,12 +73,13 @@ import json, sys, time
 import jax, jax.numpy as jnp, numpy as np
 from chessjax import evaluation
 from chessjax.models import count_params
-from chessjax.step import build
+from chessjax import workdir
 from configs import lm
 size, B, T, warmup, iters = sys.argv[1], *(int(x) for x in sys.argv[2:6])
 config = lm.get_config(f"family=gpt2,size={size},notation=uci")
 config.train.epochs, config.train.steps = 0, 1000
-_, state, fns = build(config, total_steps=1000)
+run = workdir.initial(config)
+state, fns = run.state, run.fns
 rng = np.random.default_rng(1)
 batch = {"inputs": rng.integers(3, 77, (B, T)).astype(np.int32),
          "targets": rng.integers(3, 77, (B, T)).astype(np.int32),

@@ -325,15 +325,13 @@ def _keys(keypath) -> tuple:
 
 def _fresh_run(family, data, args):
   """A chessjax Restored of the d128 cell with its initial parameters (a template)."""
-  from chessjax.step import build
-  from chessjax.workdir import Restored
+  from chessjax import workdir
   from configs import cwm
 
   config = cwm.get_config(f"family={family},size=d128")
   config.data.train = str(data["train"])
   config.data.max_len = args.max_len
-  _, state, fns = build(config)
-  return Restored(config=config, fns=fns, state=state, step=0)
+  return workdir.initial(config)
 
 
 def time_to(marks: dict, scores: dict, target: float) -> tuple[float, float] | None:

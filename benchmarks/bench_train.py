@@ -20,10 +20,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from chessjax import evaluation
+from chessjax import evaluation, workdir
 from chessjax.data import pipeline
 from chessjax.models import FAMILIES
-from chessjax.step import build
 from configs import cwm
 from data_prep import process_pgn
 
@@ -36,7 +35,8 @@ def bench_family(family, size, data, batch_size, steps) -> dict:
   config.model.dtype = "float32"
   config.data.train = str(data)
   config.data.batch_size = batch_size
-  _, state, fns = build(config)
+  run = workdir.initial(config)
+  state, fns = run.state, run.fns
   it = pipeline.make_batches(
     str(data),
     "train",

@@ -3,14 +3,12 @@ free, and checked against the machine's memory before the first step.
 
 * `StepCompiler`: the jitted step's compiled programs, one per batch shape (the length buckets
   give a few), each compiled exactly once, by the loop or ahead in a background thread.
-* `compile_ahead(config)`: whether the loop starts that thread (`train.compile_ahead`).
 * `check_memory`: the first program's memory, and the run's longest batch's, against what the
   machine has (`chessjax.memory`), so a run that cannot fit stops before its first step.
 * `batch_shape` / `batch_like`: what a program is kept under, and abstract batches of any length.
 """
 
 import logging
-import os
 import threading
 import time
 from concurrent.futures import Future
@@ -18,32 +16,9 @@ from concurrent.futures import Future
 import jax
 
 from chessjax import memory
-from chessjax.step import micro_batches
+from chessjax.spec import TrainSpec
 
 log = logging.getLogger(__name__)
-
-
-def compile_ahead(config) -> bool:
-  """`train.compile_ahead`: whether the loop compiles the train step for the run's other batch
-  lengths in a background thread (`StepCompiler`). "auto" (the default): when that can overlap
-  training, i.e. the steps run on an accelerator or this process may use more than one CPU core;
-  on a single core it would only move the compilations, not hide them. Also true/false."""
-  setting = config.train.get("compile_ahead", "auto")
-  if isinstance(setting, str):
-    value = setting.strip().lower()
-    if value == "auto":
-      return jax.default_backend() != "cpu" or _usable_cores() > 1
-    if value not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-      raise ValueError(f"train.compile_ahead must be auto, true or false, got {setting!r}")
-    return value in ("true", "1", "yes", "on")
-  return bool(setting)
-
-
-def _usable_cores() -> int:
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:  # Not on Linux.
-    return os.cpu_count() or 1
 
 
 def batch_shape(batch: dict, keys) -> tuple:
@@ -160,20 +135,20 @@ class StepCompiler:
     )
 
 
-def check_memory(config, keys, state, batch: dict, compiler: StepCompiler, longest: int) -> None:
+def check_memory(spec: TrainSpec, keys, state, batch: dict, compiler: StepCompiler, longest: int):
   """Stops before the first step when the run's steps will not fit in memory
   (`chessjax.memory`): the first step's compiled program exactly, the run's longest batch
   (`longest` tokens) extrapolated from it, and compiled and checked exactly when that estimate
   does not fit (the program is kept in `compiler`). `keys`: the task's `batch_keys`."""
-  limit_gb = config.train.get("memory_limit_gb", 0.0)  # 0: what the machine has.
-  limit = int(limit_gb * 2**30) if limit_gb else memory.available_bytes()
+  limit = spec.memory_limit_bytes
+  limit = memory.available_bytes() if limit is None else limit
   compiled = compiler.ready(batch_shape(batch, keys))
   needed = memory.program_bytes(compiled)
-  n = micro_batches(config)
+  n = spec.micro_batches
   what = (
-    f"the train step ({config.family} {config.size}, batch {config.data.batch_size}"
+    f"the train step ({spec.family} {spec.size}, batch {spec.data.batch_size}"
     + (f" in {n} micro-batches" if n > 1 else "")
-    + (", remat" if config.train.get("remat", False) else "")
+    + (", remat" if spec.train.remat else "")
   )
   t = max(x.shape[1] for x in batch.values() if x.ndim > 1)
   memory.check(needed, limit, f"{what}, {t} tokens)")

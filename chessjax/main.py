@@ -17,6 +17,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from chessjax import memory, processes, runtime, train
+from chessjax.spec import TrainSpec
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config file (configs/cwm.py:family=...,size=...)")
@@ -30,10 +31,11 @@ def main(argv) -> None:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
   logging.getLogger("absl").setLevel(logging.WARNING)
   config = FLAGS.config
+  spec = TrainSpec.from_config(config)  # A wrong key or value stops here, before any set-up.
   # Before any compilation (and before backends start, which logs the probe it quiets); joins
   # the other processes of a multi-host run.
-  runtime.setup(config.train.get("compilation_cache", runtime.AUTO))
-  runtime.set_matmul_precision(config.model.get("dtype", "float32"))
+  runtime.setup(spec.train.compilation_cache)
+  runtime.set_matmul_precision(spec.dtype)
   config.lock()
   with processes.fail_together():
     try:

@@ -21,19 +21,22 @@ from chessjax.models.layers import NoWeightDecay
 SCHEDULES = ("cosine", "constant", "linear")
 
 
-def lr_schedule(lr: float, warmup_steps: int, total_steps: int, schedule: str, floor: float):
-  """The learning rate as a function of the (0-based) step."""
+def lr_schedule(lr, warmup_steps, total_steps, schedule: str, floor):
+  """The learning rate as a function of the (0-based) step. The numbers may be Python numbers or
+  arrays (a population's members each have their own, `chessjax.population`): the same float32
+  arithmetic either way."""
   if schedule not in SCHEDULES:
     raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-  warmup = int(warmup_steps)
-  if warmup < 0:
+  if isinstance(warmup_steps, int | float) and warmup_steps < 0:
     raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
-  decay_steps = max(int(total_steps) - warmup, 1)
+  warmup = warmup_steps
+  decay_steps = jnp.maximum(total_steps - warmup, 1)
 
   def fn(step):
     step = jnp.asarray(step, jnp.float32)
-    # No warmup: the cosine starts at step 0, as the released LambdaLR does.
-    warm = jnp.minimum((step + 1.0) / warmup, 1.0) if warmup else jnp.float32(1.0)
+    # No warmup (0): the factor is 1 from step 0, so the cosine starts at step 0, as the released
+    # LambdaLR does.
+    warm = jnp.minimum((step + 1.0) / jnp.maximum(warmup, 1), 1.0)
     if schedule == "constant":
       return lr * warm
     p = jnp.clip((step - warmup) / decay_steps, 0.0, 1.0)
@@ -54,22 +57,18 @@ def decay_mask(params: nnx.State):
   )
 
 
-def make_optimizer(
-  optim, total_steps: int, params: nnx.State, *, warmup_steps: int | None = None
-) -> optax.GradientTransformation:
-  """AdamW + clipping from the `optim` block of a config (see configs/cwm.py); `warmup_steps`
-  overrides `optim.warmup_steps`."""
-  warmup = optim.warmup_steps if warmup_steps is None else warmup_steps
-  schedule = lr_schedule(optim.lr, warmup, total_steps, optim.schedule, optim.floor)
+def make_optimizer(optim, lr_at, params: nnx.State) -> optax.GradientTransformation:
+  """AdamW + global-norm clipping with the schedule `lr_at` (`TrainSpec.lr_at`) and the numbers
+  of `optim` (a `chessjax.spec.OptimSpec`; in a population, with arrays for the numbers)."""
   return optax.chain(
     optax.clip_by_global_norm(optim.clip_norm),
     optax.adamw(
-      schedule,
+      lr_at,
       b1=optim.b1,
       b2=optim.b2,
       eps=optim.eps,
       weight_decay=optim.weight_decay,
       # `decay_all` (Toshniwal et al.'s AdamW) decays every parameter, exemptions included.
-      mask=None if optim.get("decay_all", False) else decay_mask(params),
+      mask=None if optim.decay_all else decay_mask(params),
     ),
   )

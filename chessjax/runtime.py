@@ -15,7 +15,7 @@ evaluation commands. Call `setup(...)` once, before the first compilation.
   train step (dropout 0.1; docs/performance.md, "Compilation of a first-ever run").
 * The precision policy's matmul precision (`set_matmul_precision`): `model.dtype="tf32"` sets
   `jax_default_matmul_precision` to TF32 for the whole process (a global setting, so the
-  background compilations of `chessjax.train.StepCompiler` see it too).
+  background compilations of `chessjax.compile.StepCompiler` see it too).
 * Quiet backend probing: on a machine without an accelerator JAX tries the TPU (and GPU) plugins
   and logs "Unable to initialize backend 'tpu'" at INFO level on every run. That one logger
   (`jax._src.xla_bridge`) is raised to WARNING; a platform the user asked for that fails to start

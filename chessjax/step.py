@@ -1,5 +1,5 @@
-"""The pure training step of any task, and what builds it: `build(config)` gives the model, the
-initial train state and the jitted steps (`StepFns`).
+"""The pure training step of any task, and what builds it: `build(spec, task)` gives the model,
+the initial train state and the jitted steps (`StepFns`) of a `chessjax.spec.TrainSpec`.
 
 * `train_step(state, batch)`: one optimisation step with the non-finite guard of the
   Chess-World-Model release inside it (no host sync): a batch whose loss or gradient norm is
@@ -9,7 +9,8 @@ initial train state and the jitted steps (`StepFns`).
 * `eval_step` (the task's additive statistics) and `predict` (logits) under the same model.
 * Data parallel over every device of every process: a 1-D mesh `("data",)`, parameters
   replicated, the batch sharded over its rows; the state's buffers are donated to the step.
-* The schedule's lengths: `total_steps` (steps or whole epochs) and `warmup_steps`.
+* `StepFns.lr_at`: the learning-rate schedule the optimizer runs (`TrainSpec.lr_at`), for the
+  loop's logs.
 
 The loop that drives these is `chessjax.train`; their compilation per batch shape is
 `chessjax.compile`.
@@ -20,14 +21,14 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import optax
 from flax import nnx
 from jax.sharding import NamedSharding
 
 from chessjax import optim, sharding
 from chessjax.models import create_model
-from chessjax.task import Task, get_task
+from chessjax.spec import TrainSpec
+from chessjax.task import Task
 
 
 @dataclasses.dataclass
@@ -42,6 +43,7 @@ class StepFns:
   predict: object  # jitted (params, model_state, tokens int32[B, T]) -> logits float32[B, T, C]
   state_sharding: object
   data_sharding: NamedSharding
+  lr_at: object  # step -> learning rate: the schedule inside `train_step`'s optimizer.
 
 
 def init_state(params, model_state, tx) -> dict:
@@ -174,40 +176,25 @@ def predict(graphdef, params, model_state, tokens):
   return model(tokens, train=False).astype(jnp.float32)
 
 
-def micro_batches(config) -> int:
-  """`train.micro_batches` (default 1), checked against the global batch size."""
-  n = int(config.train.get("micro_batches", 1))
-  if n < 1 or config.data.batch_size % n:
-    raise ValueError(
-      f"train.micro_batches={n} must be >= 1 and divide data.batch_size={config.data.batch_size}"
-    )
-  return n
-
-
-def build_model(config: ml_collections.ConfigDict, task: Task) -> nnx.Module:
-  """The config's model under the task's head; `train.remat` builds it rematerialised."""
+def build_model(spec: TrainSpec, task: Task) -> nnx.Module:
+  """The spec's model under the task's head; `train.remat` builds it rematerialised."""
   return create_model(
-    config.family,
-    config.size,
-    seed=config.seed,
+    spec.family,
+    spec.size,
+    seed=spec.seed,
     head=task.head,
-    remat=config.get("train", {}).get("remat", False),
+    remat=spec.train.remat,
     **task.model_kwargs,
-    **config.model.to_dict(),
+    **spec.model,
   )
 
 
-def build(
-  config: ml_collections.ConfigDict, task: Task | None = None, *, devices=None, total_steps=None
-):
-  """Model, initial train state and jitted steps (`StepFns`) for a config, data parallel over
-  `devices` (default: every device of every process). `total_steps` sets the learning-rate
-  schedule's length (default `config.train.steps`)."""
-  task = get_task(config) if task is None else task
-  model = build_model(config, task)
+def build(spec: TrainSpec, task: Task, *, devices=None):
+  """Model, initial train state and jitted steps (`StepFns`) of a spec, data parallel over
+  `devices` (default: every device of every process)."""
+  model = build_model(spec, task)
   graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
-  total = config.train.steps if total_steps is None else total_steps
-  tx = optim.make_optimizer(config.optim, total, params, warmup_steps=warmup_steps(config, total))
+  tx = optim.make_optimizer(spec.optim, spec.lr_at, params)
   mesh = sharding.make_mesh(devices)
   replicated = sharding.replicated(mesh)
   state = sharding.put_replicated(init_state(params, model_state, tx), mesh)
@@ -221,8 +208,8 @@ def build(
         graphdef,
         tx,
         task,
-        config.train.snapshot_every,
-        micro_batches=micro_batches(config),
+        spec.train.snapshot_every,
+        micro_batches=spec.micro_batches,
       ),
       out_shardings=(state_sharding, replicated),
       donate_argnums=0,
@@ -231,20 +218,6 @@ def build(
     predict=jax.jit(partial(predict, graphdef)),
     state_sharding=state_sharding,
     data_sharding=sharding.batch_sharding(mesh),
+    lr_at=spec.lr_at,
   )
   return model, state, fns
-
-
-def total_steps(config, epoch_steps: int) -> int:
-  """`train.epochs` epochs of `epoch_steps` batches when set (> 0), else `train.steps`."""
-  epochs = config.train.get("epochs", 0)
-  return int(epochs * epoch_steps) if epochs else int(config.train.steps)
-
-
-def warmup_steps(config, total: int) -> int:
-  """`optim.warmup_fraction` of the run's `total` steps when set (> 0), else `optim.warmup_steps`.
-
-  (Toshniwal et al. warm up over 10% of a 10-epoch horizon, which an early stop may cut short.)
-  """
-  fraction = config.optim.get("warmup_fraction", 0.0)
-  return max(int(round(fraction * total)), 1) if fraction else int(config.optim.warmup_steps)

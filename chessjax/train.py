@@ -33,16 +33,16 @@ import jax
 import ml_collections
 import numpy as np
 
-from chessjax import evaluation, flops, logs, optim, peaks, profiling
+from chessjax import batches, evaluation, flops, logs, peaks, profiling
 from chessjax import workdir as workdir_lib
 from chessjax.checkpointing import Checkpointer, abstract_like
-from chessjax.compile import StepCompiler, batch_shape, check_memory, compile_ahead
-from chessjax.data import pipeline, read_manifest
-from chessjax.data.plan import BatchPlan, bucket_length, merge_rare_buckets
+from chessjax.compile import StepCompiler, batch_shape, check_memory
+from chessjax.data.plan import BatchPlan, bucket_length
 from chessjax.files import as_path, write_json, write_text
 from chessjax.models import count_params
-from chessjax.step import build, total_steps, warmup_steps
-from chessjax.task import Task, get_task, task_name
+from chessjax.spec import TrainSpec
+from chessjax.step import build
+from chessjax.task import get_task
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def config_json(config) -> str:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   """Trains per `config`, resuming from `workdir` if it holds checkpoints. Returns a summary
-  (also written to WORKDIR/train_summary.json).
+  (also written to the workdir: `workdir.SUMMARY`).
 
   Length: `config.train.steps`, or `config.train.epochs` whole epochs of the training split when
   that is set (> 0). Validation: every `eval_every` steps (0: once per epoch) on the first
@@ -73,63 +73,44 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   """
   workdir = as_path(workdir)
   chief = jax.process_index() == 0
-  if not config.data.train:
-    raise ValueError("config.data.train is empty: point it at a prepared dataset directory")
+  spec = TrainSpec.from_config(config)
   task = get_task(config)
-  profiler = profiling.StepProfiler(config.train.get("profile", ""), workdir / "profile")
+  train_iter, spec = batches.train_batches(spec, task.rows)
+  profiler = profiling.StepProfiler(spec.train.profile, workdir / "profile")
   if chief:
     workdir.mkdir(parents=True, exist_ok=True)
-    write_text(workdir / "config.json", config_json(config))
+    write_text(workdir / workdir_lib.CONFIG, config_json(config))
 
-  buckets = tuple(config.data.bucket_lengths)
-  train_iter = _train_batches(config, task, buckets)
-  epoch_steps = train_iter.plan.batches_per_epoch
-  total = total_steps(config, epoch_steps)
-  min_batches = int(config.data.get("min_bucket_batches", 0))
-  if min_batches > 0:
-    # Fixed by the plan and the run's length, so a resumed run merges the same buckets.
-    merged = merge_rare_buckets(buckets, train_iter.plan.batch_lengths(0, total), min_batches)
-    log.info("data.min_bucket_batches=%d: buckets %s -> %s", min_batches, buckets, merged)
-    if merged != buckets:
-      train_iter.close()
-      train_iter = _train_batches(config, task, merged)
-  eval_every = config.train.eval_every or epoch_steps
-  model, state, fns = build(config, task, total_steps=total)
+  epoch_steps, total = spec.epoch_steps, spec.total_steps
+  eval_every = spec.train.eval_every or epoch_steps
+  model, state, fns = build(spec, task)
   n_params = count_params(model)
-  played = np.minimum(train_iter.plan.lengths, config.data.max_len)  # For MFU in the logs.
+  played = np.minimum(train_iter.plan.lengths, spec.data.max_len)  # For MFU in the logs.
   flops_per_token = flops.model_per_token(model, played)
   del model
-  val_batches = _validation_batches(config, task)
+  val_batches = batches.validation_batches(spec, task.eval_rows)
 
-  ckpt = Checkpointer(workdir, max_to_keep=config.train.keep_checkpoints)
+  ckpt = Checkpointer(workdir, max_to_keep=spec.train.keep_checkpoints)
   restored = ckpt.restore_latest(abstract_like(state))
   start_step = 0
   if restored is not None:
     start_step, state, data_state = restored
     train_iter.set_state(data_state)
     log.info("resumed from step %d", start_step)
-  stopping = _EarlyStopping(workdir, config.train.get("early_stopping_patience", 0))
-
-  lr_at = optim.lr_schedule(
-    config.optim.lr,
-    warmup_steps(config, total),
-    total,
-    config.optim.schedule,
-    config.optim.floor,
-  )
+  stopping = _EarlyStopping(workdir, spec.train.early_stopping_patience)
   logger = logs.TrainLogger(
     workdir if chief else None,
     total=total,
     start_step=start_step,
-    lr_at=lr_at,
-    progress_seconds=config.train.get("progress_seconds", 10.0),
+    lr_at=fns.lr_at,
+    progress_seconds=spec.train.progress_seconds,
     flops_per_token=flops_per_token,
-    peak_flops=peaks.system_peak(config.model.get("dtype", "float32")),
+    peak_flops=peaks.system_peak(spec.dtype),
   )
   logger.message(
-    f"{config.family} {config.size} ({task_name(config)}): {n_params:,} "
+    f"{spec.family} {spec.size} ({spec.task}): {n_params:,} "
     f"parameters, {jax.device_count()} devices, {jax.process_count()} processes, global batch "
-    f"{config.data.batch_size}, {total} steps ({epoch_steps} per epoch)"
+    f"{spec.data.batch_size}, {total} steps ({epoch_steps} per epoch)"
     + (f", resumed from step {start_step}" if start_step else "")
   )
   step, pending = start_step, None
@@ -138,12 +119,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   plan: BatchPlan = train_iter.plan
   longest = bucket_length(int(plan.lengths.max()), plan.batching.bucket_lengths)
   compiler = StepCompiler(fns.train_step)
-  ahead = compile_ahead(config)
+  ahead = spec.compile_ahead
   checked = False
   summary = partial(
     _write_summary,
     workdir if chief else None,
-    config,
+    spec,
     params=n_params,
     total=total,
     resumed_from=start_step,
@@ -160,7 +141,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
         compiled = compiler.get(shape, state, device_batch)
         if not checked:  # The run's first compilation.
           checked = True
-          check_memory(config, task.batch_keys, state, device_batch, compiler, longest)
+          check_memory(spec, task.batch_keys, state, device_batch, compiler, longest)
           if ahead:
             lengths = plan.copy().first_uses(step, min(total, step + epoch_steps))
             compiler.start_ahead(state, device_batch, task.batch_keys, lengths)
@@ -169,15 +150,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
       step += 1
       # Read the previous step's outputs only now, so the host never waits on the device.
       if pending is not None:
-        _check_finite(pending, config.train.max_bad_batches)
+        _check_finite(pending, spec.train.max_bad_batches)
         logger.add(pending)
       # This process's rows times the processes: every process holds as many rows of each batch,
       # so tokens/s counts the whole batch (exact for one process, an estimate for several).
       n = jax.process_count()
       pending = logs.Pending(step, out, n * int(batch["mask"].sum()), n * batch["mask"].size)
-      if step % config.train.log_every == 0 or step == total:
+      if step % spec.train.log_every == 0 or step == total:
         jax.block_until_ready(out)
-        _check_finite(pending, config.train.max_bad_batches)
+        _check_finite(pending, spec.train.max_bad_batches)
         logger.add(pending)
         pending = None
         logger.write_interval(step)
@@ -195,7 +176,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
             f"stopping (best {task.selection_metric} {stopping.best:.6g} at step "
             f"{stopping.best_step})"
           )
-      if step % config.train.checkpoint_every == 0 or step == total or stopping.stopped:
+      if step % spec.train.checkpoint_every == 0 or step == total or stopping.stopped:
         ckpt.save(step, state, train_iter.get_state(), force=True)
       if validated and chief:
         # After the checkpoints are started: a rerun sees the early stopping of the saved state.
@@ -233,7 +214,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
 
 def _write_summary(
   workdir,
-  config,
+  spec: TrainSpec,
   last_eval: dict,
   *,
   params: int,
@@ -242,13 +223,14 @@ def _write_summary(
   resumed_from: int,
   **health,
 ) -> dict:
-  """The run's summary, written to WORKDIR/train_summary.json (`workdir` None: on processes other
-  than 0, not written): what trained, how far, its health (`aborted`, counters; the sweep's
-  selection rule replaces an aborted stage-2 run) and its last validation."""
+  """The run's summary, written to the workdir (`workdir_lib.SUMMARY`; `workdir`
+  None: on processes other than 0, not written): what trained, how far, its health (`aborted`,
+  counters; the sweep's selection rule replaces an aborted stage-2 run) and its last
+  validation."""
   summary = {
-    "task": task_name(config),
-    "family": config.family,
-    "size": config.size,
+    "task": spec.task,
+    "family": spec.family,
+    "size": spec.size,
     "params": params,
     "steps": steps,
     "total_steps": total,
@@ -257,33 +239,19 @@ def _write_summary(
     "validation": {k: v for k, v in last_eval.items() if k != "bins"},
   }
   if workdir is not None:
-    write_json(workdir / "train_summary.json", summary)
+    workdir_lib.write_summary(workdir, summary)
   return summary
 
 
-def _train_batches(config, task: Task, bucket_lengths: tuple) -> pipeline.BatchIterator:
-  return pipeline.make_batches(
-    config.data.train,
-    config.data.train_split,
-    task.rows,
-    max_games=config.data.get("max_train_games") or None,
-    batch_size=config.data.batch_size,
-    seed=config.seed,
-    shuffle=config.data.get("shuffle", True),
-    bucket_lengths=bucket_lengths,
-    max_len=config.data.max_len,
-    window_batches=config.data.window_batches,
-    worker_count=config.data.worker_count,
-  )
-
-
 class _EarlyStopping:
-  """Best validation metric so far and early stopping, persisted in WORKDIR/selection.json so a
-  resumed run continues the count (and a run that stopped early stays stopped)."""
+  """Best validation metric so far and early stopping, persisted in WORKDIR/early_stopping.json
+  (`workdir_lib.EARLY_STOPPING`) so a resumed run continues the count (and a run that stopped
+  early stays stopped)."""
 
   def __init__(self, workdir, patience: int):
-    self.path, self.patience = workdir / "selection.json", int(patience)
-    saved = json.loads(self.path.read_text()) if self.path.exists() else {}
+    self.path, self.patience = workdir_lib.early_stopping_path(workdir), int(patience)
+    saved_at = workdir_lib.early_stopping_path(workdir, existing=True)
+    saved = json.loads(saved_at.read_text()) if saved_at.exists() else {}
     self.best = saved.get("best", float("inf"))
     self.best_step = saved.get("best_step")
     self.since_best = saved.get("since_best", 0)
@@ -306,31 +274,6 @@ class _EarlyStopping:
       "stopped": self.stopped,
     }
     write_json(self.path, state)
-
-
-def _validation_batches(config, task: Task) -> list[dict]:
-  """The first `eval_batches` batches (0: all) of the validation split, read once and kept in
-  memory, in the task's evaluation rows."""
-  if config.data.val_split not in read_manifest(config.data.train)["splits"]:
-    log.warning(
-      "no %r split in %s: no validation during training", config.data.val_split, config.data.train
-    )
-    return []
-  it = workdir_lib.eval_batches(
-    config,
-    task.eval_rows,
-    config.data.train,
-    config.data.val_split,
-    batch_size=config.data.batch_size,
-    sort_by_length=False,
-  )
-  batches = []
-  for batch in it:
-    batches.append(batch)
-    if len(batches) == config.train.eval_batches:  # 0 never matches: the whole split.
-      break
-  it.close()
-  return batches
 
 
 def _check_finite(pending: "logs.Pending", max_bad: int) -> None:

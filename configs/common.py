@@ -1,10 +1,40 @@
-"""What every config file shares: the `key=value,...` argument of `--config=FILE:ARG`, and its
-`model.KEY=VALUE` items, overrides of the family's own model config (`--config.model.KEY` on the
-command line can only change keys the config file already set)."""
+"""What every config file shares: the `data`, `train` and `optim` blocks the loop reads, started
+from the defaults of `chessjax.spec` (each config file overrides only what differs), the
+`key=value,...` argument of `--config=FILE:ARG`, and its `model.KEY=VALUE` items, overrides of the
+family's own model config (`--config.model.KEY` on the command line can only change keys the
+config file already set)."""
 
 import dataclasses
 
+import ml_collections
+
+from chessjax import spec
+
 MODEL_PREFIX = "model."
+
+
+def data_block(**overrides) -> ml_collections.ConfigDict:
+  """`config.data`: every key of `chessjax.spec.DataSpec` at its default, then `overrides`."""
+  return _block(spec.DataSpec, overrides)
+
+
+def train_block(**overrides) -> ml_collections.ConfigDict:
+  """`config.train`: every key of `chessjax.spec.LoopSpec` at its default, then `overrides`."""
+  return _block(spec.LoopSpec, overrides)
+
+
+def optim_block(**values) -> ml_collections.ConfigDict:
+  """`config.optim`: every key of `chessjax.spec.OptimSpec` (the learning rate, warmup, beta2,
+  weight decay and floor given, the others at their defaults unless given)."""
+  return _block(spec.OptimSpec, values)
+
+
+def _block(cls, overrides: dict) -> ml_collections.ConfigDict:
+  values = spec.defaults(cls)
+  unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(cls)})
+  if unknown:
+    raise KeyError(f"{cls.__name__} has no {unknown}")
+  return ml_collections.ConfigDict({**values, **overrides})
 
 
 def parse_arg(arg: str | None, defaults: dict, types: dict | None = None) -> dict:

@@ -63,42 +63,24 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if "dtype" in _fields(a["family"], a["size"]):
     c.model.dtype = "bfloat16" if a["family"] in BFLOAT16_FAMILIES else "float32"
 
-  c.data = ml_collections.ConfigDict()
-  c.data.train = ""  # A prepared dataset directory (data_prep.process_pgn).
-  c.data.train_split = "train"
-  c.data.val_split = "validation"
-  c.data.batch_size = 128  # Global, over all processes and devices.
-  c.data.max_len = 1024  # Steps kept per game (START included); longer games are cut.
-  c.data.bucket_lengths = (64, 128, 192, 256, 384, 512, 768, 1024)
-  c.data.worker_count = 0
-  c.data.window_batches = 64
-  c.data.shuffle = True  # False: the stored order every epoch (as the released loader)
-  # > 0: buckets fewer of the run's batches use merge into longer ones (chessjax.train).
-  c.data.min_bucket_batches = 0
+  # The loader and batches (chessjax.spec.DataSpec: what each key means and its default).
+  c.data = common.data_block(
+    batch_size=128,  # Global, over all processes and devices.
+    max_len=1024,  # Steps kept per game (START included); longer games are cut.
+    bucket_lengths=(64, 128, 192, 256, 384, 512, 768, 1024),
+  )
 
-  c.optim = ml_collections.ConfigDict()
-  c.optim.lr, c.optim.warmup_steps, c.optim.b2, c.optim.weight_decay = lr, warmup, b2, wd
-  c.optim.b1, c.optim.eps, c.optim.clip_norm = 0.9, 1e-8, 1.0
-  c.optim.schedule = "cosine"  # "cosine" (stage 2) or "constant" after warmup (stage 1).
-  c.optim.floor = floor  # Final lr as a fraction of lr (cosine).
+  # AdamW (b1 0.9, eps 1e-8, clipping 1.0) with the cell's recipe; "cosine" (stage 2) to the floor
+  # (a fraction of lr), or "constant" after warmup (stage 1).
+  c.optim = common.optim_block(
+    lr=lr, warmup_steps=warmup, b2=b2, weight_decay=wd, floor=floor, schedule="cosine"
+  )
 
-  c.train = ml_collections.ConfigDict()
-  c.train.steps = grid.STEPS_4_EPOCHS
-  c.train.log_every = 100
-  c.train.eval_every = 5000
-  c.train.eval_batches = 10  # Fixed validation batches per evaluation.
-  c.train.checkpoint_every = 5000
-  c.train.keep_checkpoints = 3
-  c.train.snapshot_every = 500  # Non-finite guard: roll back to this snapshot.
-  c.train.max_bad_batches = 20  # Abort after this many consecutive non-finite batches.
-  c.train.progress_seconds = 10.0  # A progress line at least this often between log lines.
-  # Memory (chessjax.step): the batch's gradient summed over this many slices of it (same step),
-  # and each block's activations recomputed in the backward pass.
-  c.train.micro_batches = 1
-  c.train.remat = False
-  c.train.compilation_cache = "auto"  # chessjax.runtime: a per-user cache; "" for none.
-  c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread (chessjax.compile).
-  c.train.profile = ""  # "START:STOP": a profiler trace of those steps (chessjax.profiling).
+  # The loop (chessjax.spec.LoopSpec: every key, its default and meaning): the paper's 4 epochs,
+  # validation on 10 fixed batches and a checkpoint every 5,000 steps.
+  c.train = common.train_block(
+    steps=grid.STEPS_4_EPOCHS, eval_every=5000, eval_batches=10, checkpoint_every=5000
+  )
 
   if a["smoke"]:
     if "dtype" in c.model:

@@ -110,48 +110,38 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.lm.tie_embeddings = TIED.get(a["family"], False)
   c.lm.score_piece_tokens = True  # Inserted piece letters are prediction targets.
 
-  c.data = ml_collections.ConfigDict()
-  c.data.train = ""  # A dataset prepared by data_prep.lm_data.
-  c.data.train_split = "train"
-  c.data.val_split = "dev"
-  c.data.max_train_games = TRAIN_GAMES[a["train"]]
-  c.data.batch_size = 60  # The released code's effective batch is 64.
-  c.data.max_len = 512  # GPT-2's positions; games of up to 150 plies need at most 2 + 4 x 150.
-  c.data.bucket_lengths = (128, 192, 256, 320, 384, 448, 512)
+  c.data = common.data_block(
+    val_split="dev",
+    max_train_games=TRAIN_GAMES[a["train"]],
+    batch_size=60,  # The released code's effective batch is 64.
+    max_len=512,  # GPT-2's positions; games of up to 150 plies need at most 2 + 4 x 150.
+    bucket_lengths=(128, 192, 256, 320, 384, 448, 512),
+  )
   if a["family"] == "reformer":
     # Axial positions 14 x 25 = 350 (Table 12). Games of up to 150 plies fit with UCI; AP needs
     # up to 2 + 3 x 150 tokens, so prepare AP data for the Reformer with `--max-plies 116`.
     c.data.max_len, c.data.bucket_lengths = 350, (100, 150, 200, 250, 300, 350)
-  c.data.worker_count = 0
-  c.data.window_batches = 64
-  c.data.min_bucket_batches = 0  # > 0: merge rarely used buckets (chessjax.train).
 
-  c.optim = ml_collections.ConfigDict()
-  c.optim.lr, c.optim.b1, c.optim.b2, c.optim.eps = 5e-4, 0.9, 0.999, 1e-8
-  c.optim.weight_decay, c.optim.clip_norm = 0.01, 1.0
-  c.optim.schedule = "linear"
-  c.optim.warmup_steps = 0  # Unused: warmup_fraction is set.
-  c.optim.warmup_fraction = 0.1
-  c.optim.floor = 0.0
-  c.optim.decay_all = True  # Weight decay on every parameter, as the paper's AdamW.
+  c.optim = common.optim_block(
+    lr=5e-4,
+    b2=0.999,
+    weight_decay=0.01,
+    schedule="linear",
+    warmup_steps=0,  # Unused: warmup_fraction is set.
+    warmup_fraction=0.1,
+    floor=0.0,
+    decay_all=True,  # Weight decay on every parameter, as the paper's AdamW.
+  )
 
-  c.train = ml_collections.ConfigDict()
-  c.train.epochs = a["epochs"]  # Whole epochs; 0: `steps` batches instead.
-  c.train.steps = a["steps"]  # Counts only when epochs is 0 (both > 0 is refused).
-  c.train.log_every = 100
-  c.train.eval_every = 0  # Once per epoch, on the whole dev split.
-  c.train.eval_batches = 0
-  c.train.early_stopping_patience = 1
-  c.train.checkpoint_every = 1000
-  c.train.keep_checkpoints = 2
-  c.train.snapshot_every = 500
-  c.train.max_bad_batches = 20
-  c.train.progress_seconds = 10.0
-  # Memory (chessjax.step): the batch's gradient summed over this many slices of it (same step),
-  # and each block's activations recomputed in the backward pass.
-  c.train.micro_batches = 1
-  c.train.remat = False
-  c.train.compilation_cache = "auto"  # chessjax.runtime: per-user cache; "" for none.
-  c.train.compile_ahead = "auto"  # Other lengths' steps in a background thread.
-  c.train.profile = ""  # "START:STOP": a profiler trace of those steps (chessjax.profiling).
+  # The loop (chessjax.spec.LoopSpec): whole epochs (or steps), validation on the whole dev split
+  # once per epoch, early stopping after one epoch without improvement.
+  c.train = common.train_block(
+    epochs=a["epochs"],  # Whole epochs; 0: `steps` batches instead.
+    steps=a["steps"],  # Counts only when epochs is 0 (both > 0 is refused).
+    eval_every=0,
+    eval_batches=0,
+    early_stopping_patience=1,
+    checkpoint_every=1000,
+    keep_checkpoints=2,
+  )
   return c

@@ -12,8 +12,9 @@ r"""The paper's two-stage training protocol (Walker & Lyons, appendix C) as comm
 
 Stage 1 is the grid 4 families x 4 sizes x lr x warmup x beta2 x weight decay, one epoch each
 (`--steps`, default 310,944 / 4 = 77,736) with linear warmup then a constant rate. `--collect ROOT`
-writes, as CSV, one row per run under ROOT with a `train_summary.json`: its hyperparameters, every
-validation metric (`val_*`) and its health (finished, non-finite batches, rollbacks, aborted).
+writes, as CSV, one row per run under ROOT with a training summary (`chessjax.workdir.SUMMARY`): its
+hyperparameters, every validation metric (`val_*`) and its health (finished, non-finite batches,
+rollbacks, aborted).
 
 Stage 2 applies the paper's rule (`chessjax.world_model.selection`): per family and size, the
 finished stage-1 run with the lowest finite validation loss is retrained for 310,944 steps with
@@ -49,6 +50,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from chessjax import workdir as workdirs
 from chessjax.workdir import find_workdirs
 from chessjax.world_model import grid, selection
 from chessjax.world_model.selection import RunRecord
@@ -381,7 +383,7 @@ def _flatten(prefix: str, value, out: dict) -> None:
 
 
 def collect(root: str | Path, log=None) -> list[dict]:
-  """One row per run under ROOT (any depth) that wrote a `train_summary.json`: family, size,
+  """One row per run under ROOT (any depth) that wrote its training summary: family, size,
   hyperparameters, stage and floor, every validation metric (`val_*`, nested ones joined by `_`),
   health (finished, aborted, bad_batches, rollbacks, steps, total_steps) and workdir.
 
@@ -401,7 +403,7 @@ def collect(root: str | Path, log=None) -> list[dict]:
       continue
     if not run.has_summary:
       if log:
-        print(f"# {name}: skipped, no train_summary.json (running or crashed)", file=log)
+        print(f"# {name}: skipped, no {workdirs.SUMMARY} (running or crashed)", file=log)
       continue
     if log and run.health() != "finished":
       print(f"# {name}: {run.health()}", file=log)
@@ -428,7 +430,7 @@ def collect(root: str | Path, log=None) -> list[dict]:
     row["workdir"] = str(workdir)
     rows.append(row)
   if not rows:
-    raise SweepError(f"--collect: no runs with a train_summary.json under {root}")
+    raise SweepError(f"--collect: no runs with a {workdirs.SUMMARY} under {root}")
   for stage in (1, 2):  # The same checks stage 2 will apply.
     parse_results([r for r in rows if r["stage"] == stage], str(root), stage)
   return rows
@@ -652,7 +654,7 @@ def build(args: argparse.Namespace, log=None) -> list[dict]:
   if len(set(names)) != len(names):
     raise SweepError("two runs would share a workdir")  # Names encode every hyperparameter.
   if args.skip_finished:
-    jobs = [j for j in jobs if not finished(j["workdir"], j["overrides"]["train.steps"])]
+    jobs = [j for j in jobs if not workdirs.finished(j["workdir"], j["overrides"]["train.steps"])]
   return jobs
 
 
@@ -693,16 +695,6 @@ def evaluate_commands(choices, test_data: Sequence[str], python: str, extra: str
       argv = [python, "-m", "chessjax.world_model.evaluate", "--workdir", c.best.workdir]
       out.append(shlex.join([*argv, "--data", *test_data, *shlex.split(extra)]))
   return out
-
-
-def finished(workdir: str | Path, steps: int) -> bool:
-  """Whether the run in `workdir` wrote its final summary after `steps` steps, or aborted (a
-  rerun would resume into the same non-finite batches)."""
-  try:
-    summary = json.loads((Path(workdir) / "train_summary.json").read_text())
-    return summary["steps"] >= steps or bool(summary.get("aborted", False))
-  except (OSError, ValueError, KeyError, TypeError):
-    return False
 
 
 def _floats(text: str) -> list[float]:

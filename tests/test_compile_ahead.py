@@ -17,7 +17,9 @@ import pytest
 
 from chessjax import compile as compiling
 from chessjax import runtime, train, workdir
+from chessjax import spec as spec_lib
 from chessjax.data.plan import Batching, BatchPlan, bucket_length, merge_rare_buckets
+from chessjax.spec import TrainSpec
 from configs import cwm
 
 BUCKETS = (64, 128, 192, 256)
@@ -213,31 +215,38 @@ def test_the_memory_check_keeps_the_longest_step_it_compiles():
   compiler.get(_shape(8), STATE, _batch(8))  # 1,000 + 800 bytes: 1,000 + 4 x 800 at length 16?
   config.train.memory_limit_gb = 3000 / 2**30
   keys = ("x", "n")
-  compiling.check_memory(config, keys, STATE, _batch(8), compiler, 16)  # No: 1,000 + 1,600 fits.
+  spec = TrainSpec.from_config(config)
+  compiling.check_memory(spec, keys, STATE, _batch(8), compiler, 16)  # No: 1,000 + 1,600 fits.
   assert compiler.ready(_shape(16)) is not None and [n for n, _ in step.calls] == [8, 16]
   config.train.memory_limit_gb = 5000 / 2**30
   compiler = compiling.StepCompiler(step)
   compiler.get(_shape(8), STATE, _batch(8))
-  compiling.check_memory(config, keys, STATE, _batch(8), compiler, 16)  # The estimate fits.
+  spec = TrainSpec.from_config(config)
+  compiling.check_memory(spec, keys, STATE, _batch(8), compiler, 16)  # The estimate fits.
   assert compiler.ready(_shape(16)) is None
 
 
 def test_compile_ahead_setting(monkeypatch):
   config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
+
+  def ahead(config) -> bool:
+    return TrainSpec.from_config(config).compile_ahead
+
   for value, want in (("true", True), ("off", False), ("False", False), ("1", True)):
     config.train.compile_ahead = value
-    assert compiling.compile_ahead(config) is want
+    assert ahead(config) is want
   for value in (True, False):  # A config built in code may hold a bool.
-    in_code = ml_collections.ConfigDict({"train": {"compile_ahead": value}})
-    assert compiling.compile_ahead(in_code) is value
+    in_code = config.to_dict()
+    in_code["train"]["compile_ahead"] = value
+    assert ahead(ml_collections.ConfigDict(in_code)) is value
   config.train.compile_ahead = "auto"
-  monkeypatch.setattr(compiling, "_usable_cores", lambda: 1)
-  assert compiling.compile_ahead(config) is (jax.default_backend() != "cpu")
-  monkeypatch.setattr(compiling, "_usable_cores", lambda: 2)
-  assert compiling.compile_ahead(config) is True
+  monkeypatch.setattr(spec_lib, "_usable_cores", lambda: 1)
+  assert ahead(config) is (jax.default_backend() != "cpu")
+  monkeypatch.setattr(spec_lib, "_usable_cores", lambda: 2)
+  assert ahead(config) is True
   config.train.compile_ahead = "sometimes"
   with pytest.raises(ValueError, match="compile_ahead"):
-    compiling.compile_ahead(config)
+    ahead(config)
 
 
 # Random bits lowered unrolled on the CPU (chessjax.runtime).
@@ -344,7 +353,7 @@ def test_compiling_ahead_trains_as_compiling_in_the_loop(
 
 
 def test_min_bucket_batches_compiles_fewer_lengths(small_dataset, tmp_path, caplog):
-  caplog.set_level("INFO", logger="chessjax.train")
+  caplog.set_level("INFO", logger="chessjax.batches")
   caplog.set_level("INFO", logger="chessjax.compile")
   config = _config(small_dataset, compile_ahead="false")
   config.data.min_bucket_batches = 100  # More than the run's 6 batches: one length, the longest.

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from chessjax import evaluation, step
+from chessjax.spec import TrainSpec
 from chessjax.task import get_task
 from configs import cwm
 from configs import lm as lm_config
@@ -50,10 +51,18 @@ def lm_batch(rng):
   }
 
 
-def build(config, **train_keys):
+def spec_of(config, **train_keys) -> TrainSpec:
+  """The config's spec with `train_keys` changed, its schedule 10 steps long."""
   config = config.copy_and_resolve_references()
   config.train.update(train_keys)
-  return step.build(config, get_task(config), total_steps=10)
+  if config.train.epochs:
+    return TrainSpec.from_config(config, epoch_steps=10 // config.train.epochs)
+  config.train.steps = 10
+  return TrainSpec.from_config(config)
+
+
+def build(config, **train_keys):
+  return step.build(spec_of(config, **train_keys), get_task(config))
 
 
 def one_step(config, batch, **train_keys):
@@ -130,14 +139,11 @@ def test_remat_recomputes_the_same_step_dropout_included():
 
 
 def test_micro_batches_must_divide_the_batch():
-  config = world_model_config()
-  config.train.micro_batches = 3
   with pytest.raises(ValueError, match="train.micro_batches=3 must be >= 1 and divide"):
-    step.build(config, get_task(config), total_steps=10)
+    spec_of(world_model_config(), micro_batches=3)
 
 
 def test_remat_needs_a_residual_stack():
   config = lm_config.get_config("family=lstm,size=tiny,notation=uci,train=S")
-  config.train.remat = True
   with pytest.raises(ValueError, match="no residual stack"):
-    step.build(config, get_task(config), total_steps=10)
+    build(config, remat=True)

@@ -63,7 +63,7 @@ def drop_checkpoints_after(work, step: int) -> None:
   for path in (work / "checkpoints").iterdir():
     if path.name.isdigit() and int(path.name) > step:
       shutil.rmtree(path)
-  for name in ("train_summary.json", "selection.json"):
+  for name in (workdirs.SUMMARY, workdirs.EARLY_STOPPING):
     (work / name).unlink(missing_ok=True)
   shutil.rmtree(work / "best", ignore_errors=True)
 
@@ -80,8 +80,8 @@ def runs(small_dataset, tmp_path_factory):
 def test_two_processes_train_like_one_with_four_devices(runs):
   assert "4 devices, 2 processes" in runs["logs2"][0]
   assert_params_close(runs["two"], runs["one"])
-  two = json.loads((runs["two"] / "train_summary.json").read_text())
-  one = json.loads((runs["one"] / "train_summary.json").read_text())
+  two = workdirs.read_summary(runs["two"])
+  one = workdirs.read_summary(runs["one"])
   assert two["validation"]["loss"] == pytest.approx(one["validation"]["loss"], rel=1e-5)
   # Each process read its own half of every batch: 4 rows of each global batch of 8.
   for i, log in enumerate(runs["logs2"]):
@@ -104,11 +104,11 @@ def test_one_process_killed_stops_the_other_and_a_rerun_is_bit_exact(small_datas
   procs.wait(deadline=time.monotonic() - procs.started + HEARTBEAT_SECONDS + 30)
   assert time.monotonic() - killed_at < HEARTBEAT_SECONDS + 30
   assert procs.returncodes[0] != 0, procs.report()
-  assert not (work / "train_summary.json").exists(), "the run finished before the kill"
+  assert not (work / workdirs.SUMMARY).exists(), "the run finished before the kill"
   survivor = procs.logs()[0]
   assert "stopped sending heartbeats" in survivor and "\n1\n" in survivor, procs.report()
   run(wm_train(small_dataset, work), runs["root"], tag="rerun")
-  assert json.loads((work / "train_summary.json").read_text())["resumed_from"] == CHECKPOINT_EVERY
+  assert workdirs.read_summary(work)["resumed_from"] == CHECKPOINT_EVERY
   assert_params_equal(work, runs["two"])
 
 

@@ -41,7 +41,9 @@ from conftest import REPO
 from flax import nnx
 
 from chessjax import evaluation, optim
+from chessjax.spec import TrainSpec
 from chessjax.step import build
+from chessjax.task import get_task
 from configs import cwm
 
 _spec = importlib.util.spec_from_file_location(
@@ -96,7 +98,7 @@ def test_released_schedules():
 @pytest.mark.parametrize("name", parity.FAMILIES)
 def test_steps_equal_the_released_steps(name):
   config = parity_config(name)
-  _, state, fns = build(config, devices=jax.devices()[:4])  # sharded, as measured
+  _, state, fns = build(TrainSpec.from_config(config), get_task(config), devices=jax.devices()[:4])
   params = set_params(state["params"])
   state["params"] = params
   state["snapshot"]["params"] = jax.tree.map(jnp.copy, params)
@@ -111,9 +113,7 @@ def test_steps_equal_the_released_steps(name):
     grad_norms.append(float(out["grad_norm"]))
   assert int(state["bad_batches"]) == 0
 
-  o = config.optim  # the schedule make_optimizer gives optax, as train.py logs it
-  lr_at = optim.lr_schedule(o.lr, o.warmup_steps, config.train.steps, o.schedule, o.floor)
-  lrs = [float(lr_at(s)) for s in range(parity.STEPS)]
+  lrs = [float(fns.lr_at(s)) for s in range(parity.STEPS)]  # The optimizer's, as the log's
   np.testing.assert_allclose(lrs, DATA[f"{name}/lr"], rtol=1e-6)
   np.testing.assert_allclose(losses, DATA[f"{name}/loss"], rtol=2e-5)
   np.testing.assert_allclose(grad_norms, DATA[f"{name}/grad_norm"], rtol=1e-4)

@@ -20,6 +20,7 @@ from chessjax.compile import StepCompiler
 from chessjax.data import pipeline
 from chessjax.data.rows import GameRows
 from chessjax.models import FAMILIES, SIZES, abstract_model, count_params
+from chessjax.spec import TrainSpec
 from chessjax.step import build
 from chessjax.task import get_task
 from chessjax.world_model import grid
@@ -216,7 +217,7 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
 
 def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
-  _, state, fns = build(config)
+  _, state, fns = build(TrainSpec.from_config(config), get_task(config))
   it = pipeline.make_batches(
     str(dataset), "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )
@@ -236,7 +237,7 @@ def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   with pytest.raises(train.NonFiniteError, match="consecutive"):
     train.train_and_evaluate(config, tmp_path / "nan")
   # The aborted run leaves its health for the sweep's selection rule.
-  summary = json.loads((tmp_path / "nan" / "train_summary.json").read_text())
+  summary = workdir.read_summary(tmp_path / "nan")
   assert summary["aborted"] and "consecutive" in summary["abort_reason"]
   assert summary["bad_batches"] >= 3 and summary["steps"] < 8
 
@@ -246,7 +247,7 @@ def run_losses(dataset, devices, steps=3) -> list[float]:
   c = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
   c.data.train, c.data.bucket_lengths = str(dataset), (128,)
   c.train.steps = 8  # The schedule of the 8-step runs above: one device reuses their program.
-  _, state, fns = build(c, devices=devices)
+  _, state, fns = build(TrainSpec.from_config(c), get_task(c), devices=devices)
   it = pipeline.make_batches(
     c.data.train, "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
   )

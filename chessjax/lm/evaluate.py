@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from chessjax import evaluation, processes, runtime, workdir
+from chessjax.batches import eval_batches
 from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json, write_text
 from chessjax.lm import continuations, probing
@@ -62,8 +63,8 @@ def next_token_fn(restored):
 
 def perplexity(restored, path, split: str, *, batch_size: int) -> dict:
   """Per-move loss and perplexity of a dataset split (the task's evaluation rows)."""
-  batches = workdir.eval_batches(
-    restored.config,
+  batches = eval_batches(
+    restored.spec,
     restored.task.eval_rows,
     path,
     split,

@@ -46,7 +46,6 @@ from chessjax.encoding import PAD_ID
 from chessjax.files import as_path, write_figure, write_json, write_text
 from chessjax.labels import NUM_PIECE_CLASSES
 from chessjax.lm import tokens as tk
-from chessjax.step import build
 from chessjax.workdir import CHECKPOINTS, EVAL_DIR, default_checkpoint
 
 log = logging.getLogger(__name__)
@@ -317,7 +316,7 @@ def probe_workdir(
   control_config = config.copy_and_resolve_references()
   if control_seed is not None:
     control_config.seed = int(control_seed)
-  _, control_state, _ = build(control_config, task)
+  control_state = wd.initial(control_config).state
   extract = partial(extract_features, pad_id=_pad_id(task), buckets=buckets, max_len=max_len)
   fit = {"steps": steps, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay}
   graphdef = restored.fns.graphdef

@@ -4,7 +4,7 @@
     python -m chessjax.lm.report --launch-list --data data/lm [--sets data/probing] \\
         [--root runs/lm_rap] [--model gpt2]
 
-Reads every language-model training workdir under the roots (`config.json`, `train_summary.json`,
+Reads every language-model training workdir under the roots (`config.json`, the training summary,
 `eval/results.json` and `eval/probes.jsonl` of `chessjax.lm.evaluate`) and writes OUT/tables.md,
 OUT/tables.json and OUT/figure2.png, figure4.png, figure5.png, figure8.png in the layouts of
 Toshniwal et al. (2022): Table 3 (dev / test perplexity), 4 and 5 (Start and End probes with the
@@ -29,7 +29,7 @@ interpolated or copied into our column. tables.json holds the same numbers, per 
 rows (snake_case column names; percentages in percent and perplexities per move, as the paper
 prints them) with the workdir each row came from and the paper's numbers under `paper`; every
 number of ours is one of the run's own files (`eval/results.json`, `config.json`,
-`train_summary.json`; the figures' data also `eval/probes.jsonl` and the training data set). The
+the training summary; the figures' data also `eval/probes.jsonl` and the training data set). The
 published numbers are data: `paper_results.json` beside this module. Directories that cannot be
 read, and workdirs of other tasks, are skipped with a note.
 
@@ -48,7 +48,7 @@ from chessjax.files import write_figure, write_json, write_text
 from chessjax.lm import figures as lm_figures
 from chessjax.lm import probing
 from chessjax.plotting import plt
-from chessjax.workdir import EVAL_DIR, find_workdirs
+from chessjax.workdir import EVAL_DIR, find_workdirs, read_summary
 
 PAPER_FILE = Path(__file__).with_name("paper_results.json")
 TRAINS = ("S", "M", "L", "all")
@@ -97,7 +97,7 @@ class LMRun:
   data: str  # config data.train: the training data set
   train_split: str
   max_train_games: int  # 0: the whole split
-  steps: int | None  # train_summary.json
+  steps: int | None  # The training summary's.
   params: int | None
   results: dict | None  # eval/results.json, None when not evaluated
   probes: Path | None  # eval/probes.jsonl when written
@@ -129,8 +129,7 @@ def read_run(workdir) -> LMRun:
   if config.get("task") != "lm":
     raise NotLanguageModel(f"task {config.get('task', 'world_model')!r}, not a language model")
   lm, data = config["lm"], config["data"]
-  summary_path = workdir / "train_summary.json"
-  summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+  summary = read_summary(workdir) or {}
   results_path = workdir / EVAL_DIR / "results.json"
   results = json.loads(results_path.read_text()) if results_path.exists() else None
   if results is not None and not isinstance(results, dict):

@@ -22,6 +22,7 @@ import numpy as np
 
 from chessjax.data.source import read_manifest
 from chessjax.lm import tokens as tk
+from chessjax.spec import TrainSpec
 
 log = logging.getLogger(__name__)
 
@@ -182,34 +183,24 @@ class Sums:
 
 
 def check_config(config) -> None:
-  """Checks an LM config as training will read it (after command-line overrides).
-
-  Raises ValueError when `train.epochs` and `train.steps` are both above 0 (the loop would use the
-  epochs and ignore the steps). Warns, with both numbers, when the training split holds fewer
-  games than the `lm.train` subset asks for (`data.max_train_games`: Train-S/M/L, Toshniwal et
-  al. 2022, section 4): the run then trains on the whole, smaller split."""
-  epochs, steps = config.train.get("epochs", 0), config.train.get("steps", 0)
-  if epochs and steps:
-    raise ValueError(
-      f"train.epochs={epochs} and train.steps={steps} are both set; the run length is one of "
-      "them: --config.train.epochs=N for N epochs, or --config.train.epochs=0 "
-      "--config.train.steps=N for N steps (configs/lm.py: epochs=N or steps=N in the config arg)"
-    )
-  want = config.data.get("max_train_games") or 0
-  if not want or not config.data.get("train"):
+  """Warns, with both numbers, when the training split holds fewer games than the `lm.train`
+  subset asks for (`data.max_train_games`: Train-S/M/L, Toshniwal et al. 2022, section 4): the
+  run then trains on the whole, smaller split. (The run's length, epochs or steps, is checked
+  for every task by `chessjax.spec.TrainSpec`.)"""
+  data = TrainSpec.from_config(config).data
+  if not data.max_train_games or not data.train:
     return
   try:
-    split = config.data.get("train_split", "train")
-    have = read_manifest(config.data.train)["splits"][split]["games"]
+    have = read_manifest(data.train)["splits"][data.train_split]["games"]
   except (OSError, ValueError, KeyError):
     return  # No readable data here (e.g. evaluating elsewhere): nothing to compare.
-  if have < want:
+  if have < data.max_train_games:
     log.warning(
       "lm.train=%s asks for the first %s training games but %s:%s holds %s: training on all %s",
-      config.lm.get("train", "?"),
-      f"{want:,}",
-      config.data.train,
-      split,
+      config.lm.train,
+      f"{data.max_train_games:,}",
+      data.train,
+      data.train_split,
       f"{have:,}",
       f"{have:,}",
     )

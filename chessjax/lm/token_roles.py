@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from chessjax import processes, runtime, workdir
+from chessjax.batches import eval_batches
 from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json
 from chessjax.lm import tokens as tk
@@ -103,8 +104,8 @@ def analyse(restored, path, split: str, *, max_games: int, batch_size: int) -> d
   fn = jax.jit(partial(_stats, restored.fns.predict, task.eval_logits))
   state = restored.state
   sums = RoleSums()
-  batches = workdir.eval_batches(
-    restored.config,
+  batches = eval_batches(
+    restored.spec,
     task.eval_rows,
     path,
     split,

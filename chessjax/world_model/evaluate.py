@@ -54,6 +54,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from chessjax import evaluation, labels, processes, runtime, workdir
+from chessjax.batches import eval_batches
 from chessjax.data import pipeline
 from chessjax.data.source import GameSource, read_manifest, resolve_split, variant_of_manifest
 from chessjax.encoding import id_to_move
@@ -145,7 +146,7 @@ def evaluate_split(
   # A small split does not need a full batch of padding.
   batch_size = workdir.device_batch_size(min(int(batch_size), num_games))
   lengths = pipeline.game_lengths(path, split)[:num_games]
-  max_len = config.data.max_len if max_len is None else int(max_len)
+  max_len = restored.spec.data.max_len if max_len is None else int(max_len)
   truncated = 0 if max_len is None else int((lengths > max_len).sum())
   scored = lengths if max_len is None else np.minimum(lengths, max_len)
   flags = strata.dataset_flags(path, split, num_games, variant_of_manifest(read_manifest(path)))
@@ -155,8 +156,8 @@ def evaluate_split(
     logits_fn = lambda params, model_state, batch: fns.predict(params, model_state, batch["moves"])  # noqa: E731
   step_fn = jax.jit(partial(eval_batch, logits_fn), out_shardings=replicated)
   params, model_state = state["params"], state["model_state"]
-  batches = workdir.eval_batches(
-    config,
+  batches = eval_batches(
+    restored.spec,
     WorldModelTask.eval_rows,
     path,
     split,

@@ -2,7 +2,7 @@
 
     python -m chessjax.world_model.report --runs runs/sweep [runs/ablations ...] --out runs/report
 
-Reads every training workdir under the roots (`config.json`, `train_summary.json`, `eval/*.json`)
+Reads every training workdir under the roots (`config.json`, the training summary, `eval/*.json`)
 and writes OUT/tables.md, OUT/tables.json, OUT/figure3.png and OUT/figure4.png in the layouts of
 Walker & Lyons, appendices C-F and section 4: Table 4 (parameters), 5 (best stage-1 run per
 cell, validation snapshot), 6 (the two cosine floors), 7 (final hyperparameters), 8 (test
@@ -36,7 +36,7 @@ from matplotlib import ticker
 from chessjax.files import write_figure, write_json, write_text
 from chessjax.models import abstract_model, count_params
 from chessjax.plotting import plt
-from chessjax.workdir import find_workdirs
+from chessjax.workdir import SUMMARY, find_workdirs
 from chessjax.world_model import selection
 from chessjax.world_model.grid import MAIN, PAIRS, SIZES
 
@@ -104,12 +104,12 @@ def _cell_key(cell):
 
 def params_millions(run: selection.RunRecord) -> tuple[float | None, str]:
   """The family's parameter count at the size (the registry's `count_params` of
-  `abstract_model` when the family resolves, else the run's `train_summary.json`), in millions."""
+  `abstract_model` when the family resolves, else the run's training summary), in millions."""
   try:
     return count_params(abstract_model(run.family, run.size)) / 1e6, "registry"
   except Exception as e:  # An unknown or unimportable family: the run's own count.
     log.info("parameters of %s %s from the run's summary (%s)", run.family, run.size, e)
-    return (None if run.params is None else run.params / 1e6), "train_summary.json"
+    return (None if run.params is None else run.params / 1e6), SUMMARY
 
 
 # ------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ by it to a snapshot) is replaced by the next best stage-1 configuration: this is
 to retrain the second-best SLiCE d512 configuration (appendix C, "the first-stage validation-loss
 winner was unstable during the full four epoch run").
 
-`read_run(workdir)` turns what `chessjax.train` writes (`config.json`, `train_summary.json`) into a
+`read_run(workdir)` turns what `chessjax.train` writes (`config.json`, the summary) into a
 `RunRecord`; `select_cell` applies the rule to one cell and says why at every step. The sweep
 (`launch.sweep`) and the report (`chessjax.world_model.report`) share it.
 """
@@ -17,6 +17,8 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from chessjax.workdir import read_summary
 
 Hyper = tuple[
   float, int, float, float
@@ -40,6 +42,7 @@ class RunRecord:
   total_steps: int
   has_summary: bool
   aborted: bool = False
+  stopped_early: bool = False
   bad_batches: int = 0
   rollbacks: int = 0
   params: int | None = None
@@ -55,7 +58,10 @@ class RunRecord:
 
   @property
   def finished(self) -> bool:
-    return self.has_summary and not self.aborted and self.steps >= self.total_steps
+    """Trained to its end (its total steps, or stopped early) and not aborted: of the runs a rerun
+    would not train further (`chessjax.workdir.finished`), those that ended well."""
+    done = self.steps >= self.total_steps or self.stopped_early
+    return self.has_summary and not self.aborted and done
 
   @property
   def val_loss(self) -> float:
@@ -81,15 +87,14 @@ class RunRecord:
 
 
 def read_run(workdir) -> RunRecord:
-  """The record of a training workdir (needs `config.json`; `train_summary.json` if written).
+  """The record of a training workdir (needs `config.json`; its summary if written).
 
   Raises OSError/ValueError/KeyError/TypeError when the files are unreadable or incomplete.
   """
   workdir = Path(workdir)
   config = json.loads((workdir / "config.json").read_text())
   optim = config["optim"]
-  summary_path = workdir / "train_summary.json"
-  summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+  summary = read_summary(workdir)
   stage = 1 if optim.get("schedule") == "constant" else 2
   total = int(config["train"]["steps"])
   if summary is not None:
@@ -108,6 +113,7 @@ def read_run(workdir) -> RunRecord:
     total_steps=total,
     has_summary=summary is not None,
     aborted=bool(summary.get("aborted", False)) if summary else False,
+    stopped_early=bool(summary.get("stopped_early", False)) if summary else False,
     bad_batches=int(summary.get("bad_batches", 0)) if summary else 0,
     rollbacks=int(summary.get("rollbacks", 0)) if summary else 0,
     params=int(summary["params"]) if summary and "params" in summary else None,

@@ -3,6 +3,8 @@
 (`probing.reference_task_logits`, `evaluate.probe_reference`): the same top-1 token per row and
 task, the same scores, logits equal up to float rounding."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from flax import nnx
@@ -10,7 +12,6 @@ from flax import nnx
 from chessjax import workdir
 from chessjax.lm import continuations, evaluate, probing
 from chessjax.lm import tokens as tk
-from chessjax.step import build
 from configs import lm as lm_config
 from data_prep import probing_sets
 
@@ -89,8 +90,8 @@ def test_batching_and_order_match_the_reference_on_a_fake_model(lm_sets, notatio
 
 
 def _restored(config, state=None):
-  _, fresh, fns = build(config, total_steps=1)
-  return workdir.Restored(config=config, fns=fns, state=fresh if state is None else state, step=0)
+  fresh = workdir.initial(config)
+  return fresh if state is None else dataclasses.replace(fresh, state=state)
 
 
 def _assert_same(restored, sets):

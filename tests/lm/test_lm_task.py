@@ -15,7 +15,8 @@ from chessjax import optim, train, workdir
 from chessjax.data import source
 from chessjax.lm import tokens as tk
 from chessjax.lm.task import LanguageModelTask, TokenRows
-from chessjax.step import total_steps
+from chessjax.spec import TrainSpec
+from configs import cwm
 from configs import lm as lm_config
 from data_prep import lm_data
 
@@ -216,9 +217,11 @@ def test_run_length_keys_conflict_or_take_a_stated_precedence(lm_dataset, caplog
   assert (c.train.epochs, c.train.steps) == (10, 0)
   c = lm_config.get_config("family=slice,size=d128,steps=200")
   assert (c.train.epochs, c.train.steps) == (0, 200)
-  assert total_steps(c, epoch_steps=7) == 200
+  assert TrainSpec.from_config(c, epoch_steps=7).total_steps == 200
   c = lm_config.get_config("family=slice,size=d128,epochs=2")
-  assert (c.train.epochs, c.train.steps) == (2, 0) and total_steps(c, epoch_steps=7) == 14
+  assert (c.train.epochs, c.train.steps) == (2, 0)
+  assert TrainSpec.from_config(c, epoch_steps=7).total_steps == 14
+  assert TrainSpec.from_config(c).total_steps is None  # Read back without its training data.
   with pytest.raises(ValueError, match="both epochs=2 and steps=5"):
     lm_config.get_config("epochs=2,steps=5")
   # --config.train.steps=N on the command line without --config.train.epochs=0: refused.
@@ -228,6 +231,11 @@ def test_run_length_keys_conflict_or_take_a_stated_precedence(lm_dataset, caplog
     make_task(c)
   c.train.epochs = 0
   make_task(c)
+  # The same rule for every task: the world model's config too.
+  c = cwm.get_config("family=slice,size=d128")
+  c.train.epochs = 2
+  with pytest.raises(ValueError, match="--config.train.epochs=0 --config.train.steps=N"):
+    TrainSpec.from_config(c)
   # Train-S asks for 15,000 games; the split holds 400: trained on all 400, with a warning.
   c = lm_config.get_config("family=slice,size=d128,train=S")
   c.data.train = str(lm_dataset)
