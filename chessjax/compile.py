@@ -26,12 +26,13 @@ def batch_shape(batch: dict, keys) -> tuple:
   return tuple(tuple(batch[k].shape) for k in keys)
 
 
-def batch_like(batch: dict, length: int) -> dict:
+def batch_like(batch: dict, length: int, axis: int = 1) -> dict:
   """Abstract arrays (shape, dtype, sharding) of `batch` (global arrays, or abstract ones) with
-  `length` positions: axis 1 of every array with more than one axis."""
+  `length` positions: axis `axis` (1; 2 for a population's stacked batches) of every array that
+  has it."""
   return {
     k: jax.ShapeDtypeStruct(
-      (x.shape[0], length, *x.shape[2:]) if len(x.shape) > 1 else x.shape,
+      (*x.shape[:axis], length, *x.shape[axis + 1 :]) if len(x.shape) > axis else x.shape,
       x.dtype,
       sharding=x.sharding,
     )
@@ -58,8 +59,8 @@ class StepCompiler:
   configuration (a thread-local one, e.g. a `jax.default_matmul_precision` block around the loop,
   would not reach the thread)."""
 
-  def __init__(self, jitted):
-    self._jitted = jitted
+  def __init__(self, jitted, *, length_axis: int = 1):
+    self._jitted, self.length_axis = jitted, length_axis
     self._lock = threading.Lock()
     self._futures: dict[tuple, Future] = {}
     self._thread: threading.Thread | None = None
@@ -98,7 +99,7 @@ class StepCompiler:
         for length in lengths:
           if self._stop.is_set():
             return
-          like = batch_like(template, length)
+          like = batch_like(template, length, self.length_axis)
           shape = batch_shape(like, keys)
           with self._lock:
             if shape in self._futures:
@@ -135,11 +136,23 @@ class StepCompiler:
     )
 
 
-def check_memory(spec: TrainSpec, keys, state, batch: dict, compiler: StepCompiler, longest: int):
+def check_memory(
+  spec: TrainSpec,
+  keys,
+  state,
+  batch: dict,
+  compiler: StepCompiler,
+  longest: int,
+  *,
+  members: int = 1,
+  length_axis: int = 1,
+) -> None:
   """Stops before the first step when the run's steps will not fit in memory
   (`chessjax.memory`): the first step's compiled program exactly, the run's longest batch
   (`longest` tokens) extrapolated from it, and compiled and checked exactly when that estimate
-  does not fit (the program is kept in `compiler`). `keys`: the task's `batch_keys`."""
+  does not fit (the program is kept in `compiler`). `keys`: the task's `batch_keys`; `members`:
+  how many runs the step trains together (a population: its refusal names the largest number
+  of members that would fit, `largest_population`)."""
   limit = spec.memory_limit_bytes
   limit = memory.available_bytes() if limit is None else limit
   compiled = compiler.ready(batch_shape(batch, keys))
@@ -149,14 +162,42 @@ def check_memory(spec: TrainSpec, keys, state, batch: dict, compiler: StepCompil
     f"the train step ({spec.family} {spec.size}, batch {spec.data.batch_size}"
     + (f" in {n} micro-batches" if n > 1 else "")
     + (", remat" if spec.train.remat else "")
+    + (f", {members} members" if members > 1 else "")
   )
-  t = max(x.shape[1] for x in batch.values() if x.ndim > 1)
-  memory.check(needed, limit, f"{what}, {t} tokens)")
+  t = max(x.shape[length_axis] for x in batch.values() if x.ndim > length_axis)
+  fit = _population_hint(spec, members, limit)
+  memory.check(needed, limit, f"{what}, {t} tokens)", hint=fit(needed, t))
   if needed is None or limit is None or longest <= t:
     return
   args = compiled.memory_analysis().argument_size_in_bytes
   if args + (needed - args) * (longest / t) ** 2 <= limit:
     return
-  like = batch_like(batch, longest)
+  like = batch_like(batch, longest, length_axis)
   longest_step = compiler.get(batch_shape(like, keys), state, like)
-  memory.check(memory.program_bytes(longest_step), limit, f"{what}, {longest} tokens)")
+  needed = memory.program_bytes(longest_step)
+  memory.check(needed, limit, f"{what}, {longest} tokens)", hint=fit(needed, longest))
+
+
+def _population_hint(spec: TrainSpec, members: int, limit):
+  """For a population, a function (bytes needed by its K members' step at length t) -> the
+  sentence that names the largest K that fits, assuming memory grows linearly with K."""
+
+  def hint(needed, t) -> str:
+    if members <= 1 or needed is None or limit is None or needed <= limit:
+      return ""
+    k = largest_population(needed, members, limit)
+    return (
+      f" At most {k} members of this population fit ({memory.gib(needed / members)} each at "
+      f"{t} tokens): split it (`launch.sweep --population {max(k, 1)}`)."
+      if k
+      else " Not even one member fits: see the remedies below."
+    )
+
+  return hint
+
+
+def largest_population(needed: int, members: int, limit: int) -> int:
+  """The most members whose step fits in `limit` bytes, when `members` of them need `needed`:
+  memory taken as proportional to the members (each holds its own parameters, optimizer state and
+  activations), which it is to within the small shared part."""
+  return int(limit // max(needed / members, 1))

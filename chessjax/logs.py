@@ -1,11 +1,11 @@
 """What a training run reports: console lines, TensorBoard summaries and step timing.
 
-`TrainLogger` sums each step's outputs on the host (read one step late, so the host never waits
-on the device) and, on process 0 only:
+`TrainLogger` sums each step's outputs on the host (read by the loop at its logging steps, so the
+host never waits on the device in between) and, on process 0 only:
 * every `log_every` steps prints an interval line (step, loss, gradient norm, learning rate,
-  tokens/s, MFU, padding, bad batches, time left) and writes the same scalars to TensorBoard;
-  MFU (`chessjax.flops.mfu`) is the model's FLOPs per scored token times tokens/s over the
-  devices' peak (`chessjax.peaks`), given when the loop knows both;
+  tokens/s, MFU, padding, bad batches, input wait, host ms/step, time left) and writes the same
+  scalars to TensorBoard; MFU (`chessjax.flops.mfu`) is the model's FLOPs per scored token times
+  tokens/s over the devices' peak (`chessjax.peaks`), given when the loop knows both;
 * tokens/s and time left leave compilation out (`compiled`): the loop reports the seconds of each
   step call that compiled a new batch shape;
 * between those, prints a progress line at least every `progress_seconds`, so a slow run is never
@@ -17,27 +17,15 @@ written by tensorboardX itself; a URL workdir (`gs://bucket/run`, any fsspec fil
 epath paths need anyway), not google-cloud-storage.
 """
 
-import dataclasses
 import io
 import math
 import time
 
 import fsspec
-import jax
 import numpy as np
 
 from chessjax import flops
 from chessjax.files import is_url
-
-
-@dataclasses.dataclass
-class Pending:
-  """One step's device outputs and its token counts, read by the host a step later."""
-
-  step: int
-  out: dict
-  tokens: int  # Scored positions (the batch's mask).
-  cells: int  # Positions, padding included.
 
 
 def hms(seconds: float) -> str:
@@ -102,23 +90,26 @@ def summary_writer(logdir):
 
 
 class TrainLogger:
-  """Host-side sums over one logging interval, and where they are written (see module doc)."""
+  """Host-side sums over one logging interval of one run, and where they are written (see the
+  module doc). The loop tells it each dispatched step's token counts (`dispatched`, known on the
+  host) and, when it reads them, the step's outputs (`add`): no device value is read here."""
 
   def __init__(
     self,
     workdir,
     *,
     total: int,
-    start_step: int,
-    lr_at,
     progress_seconds: float,
+    name: str = "",
     clock=time.perf_counter,
     flops_per_token: float | None = None,
     peak_flops: float | None = None,
   ):
-    self.total, self.lr_at, self.progress_seconds = total, lr_at, progress_seconds
+    self.total, self.progress_seconds = total, progress_seconds
+    self.prefix = f"[{name}] " if name else ""
     self.flops_per_token, self.peak_flops = flops_per_token, peak_flops
     self.clock = clock
+    self.lr_at = None
     self.chief = workdir is not None
     self.writer = None
     if self.chief:
@@ -126,9 +117,15 @@ class TrainLogger:
     self.last_line = self.clock()
     self._reset()
 
+  def start(self, *, lr_at) -> None:
+    """The run's learning-rate schedule (step -> rate), for the log lines; starts the first
+    interval."""
+    self.lr_at = lr_at
+    self._reset()
+
   def _reset(self) -> None:
-    self.losses, self.norms, self.tokens, self.cells = [], [], 0, 0
-    self.start = self.clock()
+    self.losses, self.norms, self.steps, self.tokens, self.cells = [], [], 0, 0, 0
+    self.start_time = self.clock()
     self.compile_seconds = 0.0  # Of this interval: left out of tokens/s and time left.
     self.last_out = {}
 
@@ -140,21 +137,25 @@ class TrainLogger:
 
   def message(self, text: str) -> None:
     if self.chief:
-      print(text, flush=True)
+      print(self.prefix + text, flush=True)
       self.last_line = self.clock()
 
-  def add(self, pending: Pending) -> None:
-    out = jax.device_get(pending.out)
+  def dispatched(self, tokens: int, cells: int) -> None:
+    """One more step started, with `tokens` scored positions of `cells` (padding included)."""
+    self.steps += 1
+    self.tokens += tokens
+    self.cells += cells
+
+  def add(self, out: dict) -> None:
+    """One step's outputs, read on the host (floats)."""
     self.losses.append(float(out["loss"]))
     self.norms.append(float(out["grad_norm"]))
-    self.tokens += pending.tokens
-    self.cells += pending.cells
     self.last_out = out
 
   def _rates(self, step: int) -> dict:
-    seconds = max(self.clock() - self.start - self.compile_seconds, 1e-9)
+    seconds = max(self.clock() - self.start_time - self.compile_seconds, 1e-9)
     finite = [x for x in self.losses if math.isfinite(x)]
-    steps_per_s = len(self.losses) / seconds
+    steps_per_s = self.steps / seconds
     return {
       "loss": float(np.mean(finite)) if finite else float("nan"),
       "grad_norm": float(np.mean(self.norms)) if self.norms else float("nan"),
@@ -168,24 +169,27 @@ class TrainLogger:
     return self.chief and self.clock() - self.last_line >= self.progress_seconds
 
   def progress(self, step: int) -> None:
-    """A progress line from the interval so far (the steps the host has read)."""
-    if not self.losses:
+    """A progress line from the interval so far: its loss over the steps read so far."""
+    if not self.steps:
       return
     r = self._rates(step)
+    loss = f"loss {r['loss']:.4f}  " if self.losses else ""
     self.message(
-      f"step {step}/{self.total}  loss {r['loss']:.4f}  {r['tokens_per_s']:,.0f} tok/s  "
-      f"eta {hms(r['eta'])}"
+      f"step {step}/{self.total}  {loss}{r['tokens_per_s']:,.0f} tok/s  eta {hms(r['eta'])}"
     )
 
-  def write_interval(self, step: int) -> None:
-    """The interval line and scalars at a logging step; starts the next interval."""
+  def write_interval(self, step: int, *, input_wait: float = 0.0, host_ms: float = 0.0) -> None:
+    """The interval line and scalars at a logging step; starts the next interval. `input_wait`:
+    the share of the interval the loop waited on its input; `host_ms`: the host's own time per
+    step (`chessjax.train`)."""
     r = self._rates(step)
     lr = float(self.lr_at(step - 1))
     bad = int(self.last_out.get("bad_batches", 0))
     mfu = f"mfu {100 * r['mfu']:.1f}%  " if math.isfinite(r["mfu"]) else ""
     self.message(
       f"step {step}/{self.total}  loss {r['loss']:.4f}  grad {r['grad_norm']:.3f}  lr {lr:.2e}  "
-      f"{r['tokens_per_s']:,.0f} tok/s  {mfu}pad {r['padding']:.2f}  bad {bad}  eta {hms(r['eta'])}"
+      f"{r['tokens_per_s']:,.0f} tok/s  {mfu}pad {r['padding']:.2f}  bad {bad}  "
+      f"input wait {100 * input_wait:.1f}%  host {host_ms:.1f} ms/step  eta {hms(r['eta'])}"
     )
     if self.writer is not None:
       scalars = {
@@ -197,6 +201,8 @@ class TrainLogger:
         "train/padding_fraction": r["padding"],
         "train/bad_batches": float(bad),
         "train/rollbacks": float(self.last_out.get("rollbacks", 0)),
+        "train/input_wait_fraction": input_wait,
+        "train/host_ms_per_step": host_ms,
       }
       for tag, value in scalars.items():
         self.writer.add_scalar(tag, value, step)

@@ -6,17 +6,19 @@ r"""Training entry point.
 Multi-host: on a Cloud TPU VM slice or in a multi-task SLURM job `jax.distributed.initialize()`
 finds its peers by itself; elsewhere set CHESSJAX_COORDINATOR (host:port),
 CHESSJAX_NUM_PROCESSES and CHESSJAX_PROCESS_ID on every process (`chessjax.processes`: time
-limits, and how one failing process stops the others). Rerunning the same command
-resumes from the workdir. Compiled programs are cached per host (`chessjax.runtime`,
-`--config.train.compilation_cache=DIR`, "" for none).
+limits, and how one failing process stops the others). Rerunning the same command resumes from
+the workdir. SIGTERM or SIGINT saves a checkpoint at the step every process agrees on and exits
+with status 75 (`chessjax.preemption`); rerunning resumes there. Compiled programs are cached per
+host (`chessjax.runtime`, `--config.train.compilation_cache=DIR`, "" for none).
 """
 
 import logging
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
 
-from chessjax import memory, processes, runtime, train
+from chessjax import memory, preemption, processes, runtime, train
 from chessjax.spec import TrainSpec
 
 FLAGS = flags.FLAGS
@@ -37,11 +39,17 @@ def main(argv) -> None:
   runtime.setup(spec.train.compilation_cache)
   runtime.set_matmul_precision(spec.dtype)
   config.lock()
+  preempted = None
   with processes.fail_together():
     try:
       train.train_and_evaluate(config, FLAGS.workdir)
+    except preemption.Preempted as e:
+      preempted = e  # Every process saved the same step; none has failed.
     except memory.StepTooLarge as e:
       raise SystemExit(f"error: {e}") from None
+  if preempted is not None:
+    print(preempted, file=sys.stderr, flush=True)
+    sys.exit(preemption.EXIT_STATUS)
 
 
 if __name__ == "__main__":

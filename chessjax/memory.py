@@ -94,10 +94,14 @@ def gib(n: float) -> str:
   return f"{n / 2**30:.1f} GiB"
 
 
-def check(needed: int | None, limit: int | None, what: str) -> None:
-  """Raises `StepTooLarge` when `needed` bytes exceed `limit` (either None: nothing known)."""
+def check(needed: int | None, limit: int | None, what: str, *, hint: str = "") -> None:
+  """Raises `StepTooLarge` when `needed` bytes exceed `limit` (either None: nothing known);
+  `hint` goes before the remedies."""
   if needed is None or limit is None or needed <= limit:
     return
   raise StepTooLarge(
-    f"{what} needs about {gib(needed)} of memory, more than the {gib(limit)} available: " + REMEDY
+    f"{what} needs about {gib(needed)} of memory, more than the {gib(limit)} available."
+    + hint
+    + " Otherwise "
+    + REMEDY
   )

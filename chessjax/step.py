@@ -4,7 +4,9 @@ the initial train state and the jitted steps (`StepFns`) of a `chessjax.spec.Tra
 * `train_step(state, batch)`: one optimisation step with the non-finite guard of the
   Chess-World-Model release inside it (no host sync): a batch whose loss or gradient norm is
   non-finite is skipped; parameters that turn non-finite are rolled back to a snapshot taken every
-  `snapshot_every` steps. `train.micro_batches` > 1 accumulates the batch's gradient over that
+  `snapshot_every` steps; after `max_bad_batches` bad batches in a row the state stops changing
+  (the run has failed; the loop, which reads the counters only at its logging steps, then ends
+  it where it stopped). `train.micro_batches` > 1 accumulates the batch's gradient over that
   many slices of it (`accumulated_loss_and_grads`): the same step, less activation memory.
 * `eval_step` (the task's additive statistics) and `predict` (logits) under the same model.
 * Data parallel over every device of every process: a 1-D mesh `("data",)`, parameters
@@ -116,11 +118,20 @@ def accumulated_loss_and_grads(graphdef, task: Task, params, model_state, batch:
 
 
 def train_step(
-  graphdef, tx, task: Task, snapshot_every: int, state: dict, batch: dict, *, micro_batches=1
+  graphdef,
+  tx,
+  task: Task,
+  snapshot_every: int,
+  max_bad_batches: int,
+  state: dict,
+  batch: dict,
+  *,
+  micro_batches=1,
 ):
   """One optimisation step with the non-finite guard. Pure; jitted once per batch shape.
   `micro_batches` > 1 accumulates the gradient over that many slices of the batch (same step,
-  less memory: `accumulated_loss_and_grads`)."""
+  less memory: `accumulated_loss_and_grads`). A state already `max_bad_batches` bad batches in
+  a row is returned unchanged (halted)."""
 
   loss, grads, model_state = accumulated_loss_and_grads(
     graphdef, task, state["params"], state["model_state"], batch, micro_batches
@@ -153,9 +164,12 @@ def train_step(
     "bad_batches": state["bad_batches"] + bad,
     "rollbacks": state["rollbacks"] + rollback,
   }
-  # The host reads these a step late, after the next step has donated `new_state`: they must
-  # not be the state's buffers (XLA may hand back one buffer for two equal outputs), hence float.
+  halted = state["bad_in_a_row"] >= max_bad_batches
+  new_state = jax.tree.map(lambda n, o: jnp.where(halted, o, n), new_state, state)
+  # The host reads these later, after further steps have donated `new_state`: they must not be
+  # the state's buffers (XLA may hand back one buffer for two equal outputs), hence float.
   out = {
+    "step": new_state["step"].astype(jnp.float32),
     "loss": loss,
     "grad_norm": grad_norm,
     "bad_in_a_row": new_state["bad_in_a_row"].astype(jnp.float32),
@@ -209,6 +223,7 @@ def build(spec: TrainSpec, task: Task, *, devices=None):
         tx,
         task,
         spec.train.snapshot_every,
+        spec.train.max_bad_batches,
         micro_batches=spec.micro_batches,
       ),
       out_shardings=(state_sharding, replicated),

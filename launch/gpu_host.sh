@@ -218,7 +218,7 @@ cmd_run() {
   # The lock lives as long as this process: a crashed or killed run never blocks the next one.
   exec 9>>"$lock"
   flock -n 9 || die "run '$name' is already running (pid $(cat "$pidfile" 2>/dev/null || echo '?'))"
-  echo $$ >"$pidfile"
+  echo $$ >"$pidfile.tmp" && mv -f "$pidfile.tmp" "$pidfile"  # Atomic: readers never see it empty.
   # `stop` signals the whole group; the trainer exits and the loop below must not retry it.
   local stopped=0
   trap 'stopped=1' TERM INT

@@ -1,0 +1,370 @@
+r"""Populations: many runs of one model in one compiled program, so that small models fill an
+accelerator.
+
+    python -m chessjax.population --config=configs/cwm.py:family=slice,size=d128 \
+        --workdir=runs/pop --config.data.train=data/real \
+        --member lr3e-4:optim.lr=3e-4 --member lr1e-3:optim.lr=1e-3,optim.warmup_steps=500 \
+        --member seed1:seed=1
+
+Every member is a run of its own (`ROOT/NAME` is an ordinary workdir: its full `config.json`,
+checkpoints, `best`, summary and TensorBoard, read by every evaluator, `launch.sweep --collect`
+and the reports as a run trained alone, and continued alone by `chessjax.main`), but one train
+step trains them all: `jax.vmap` over the members' parameters, optimizer state, dropout RNG and
+the non-finite guard's counters, the batch sharded over the devices as for one run and the
+members' states replicated. The `--config` overrides apply to every member; each `--member`
+adds its own.
+
+* Members may differ in `MEMBER_KEYS`: the seed (initialisation, dropout and data order) and the
+  optimizer's numbers (learning rate, warmup, betas, epsilon, weight decay, the schedule's floor,
+  clipping). Each member's numbers are arrays of the population's state that the step reads, so
+  one program serves any values (and the compilation cache any population of the same shapes).
+  A key that changes the shapes or the program (family, size, model fields, batch size, lengths,
+  task, schedule kind, micro-batches, remat) or the loop they share (data, cadence) is refused
+  before anything starts, with a message naming it.
+* A member is the run alone: after N steps its parameters equal those of `chessjax.main` with
+  the same config within float rounding (its numbers are float32 arrays, not Python constants).
+  Members with different seeds read different batches; a step pads them to the longest of its
+  batches (the task's own padding, masked out). Where the model draws dropout, a padded draw is
+  not the run alone's draw: such a member differs from its run alone as two dropout draws do
+  (docs/performance.md measures how much).
+* Health per member: the non-finite guard stops a diverging member (its state frozen where it
+  failed, its summary aborted, with why); early stopping per member; the others go on unchanged.
+  The population ends when every member has; the command exits with status 1 when a member was
+  aborted, after all the others finished.
+* Resume: rerunning the command resumes every member, bitwise equal to a population never
+  stopped; finished members stay as they ended. Preemption as for one run (`chessjax.train`).
+"""
+
+import dataclasses
+import logging
+import sys
+from functools import partial
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import app, flags
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+from ml_collections import config_flags
+
+from chessjax import evaluation, memory, optim, processes, runtime, sharding, step, train
+from chessjax.files import as_path
+from chessjax.preemption import EXIT_STATUS, Preempted
+from chessjax.spec import TrainSpec
+from chessjax.task import Task, get_task
+
+log = logging.getLogger(__name__)
+
+# Keys each member may set (`--member NAME:KEY=VALUE,...`): they leave the program alone.
+MEMBER_KEYS = (
+  "seed",
+  "optim.lr",
+  "optim.warmup_steps",
+  "optim.warmup_fraction",
+  "optim.b1",
+  "optim.b2",
+  "optim.eps",
+  "optim.weight_decay",
+  "optim.floor",
+  "optim.clip_norm",
+)
+# Why any other key cannot differ between members.
+_SHAPES = "changes the model, the batch's shapes or the compiled step"
+_WHY = {
+  "task": _SHAPES,
+  "family": _SHAPES,
+  "size": _SHAPES,
+  "model": _SHAPES,
+  "lm": _SHAPES,
+  "data.batch_size": _SHAPES,
+  "data.max_len": _SHAPES,
+  "data.bucket_lengths": _SHAPES,
+  "optim.schedule": _SHAPES,
+  "optim.decay_all": _SHAPES,
+  "train.micro_batches": _SHAPES,
+  "train.remat": _SHAPES,
+}
+_SHARED = "is the population's own (its data, length and cadence are shared by every member)"
+# The optimizer's numbers a member's step reads from the population's state.
+_NUMBERS = ("lr", "b1", "b2", "eps", "weight_decay", "floor", "clip_norm")
+
+
+def parse_member(text: str) -> tuple[str, dict[str, str]]:
+  """`NAME:KEY=VALUE[,KEY=VALUE...]` (or just `NAME`) -> (name, {key: value text})."""
+  name, _, items = text.partition(":")
+  if not name or "/" in name or name.startswith("."):
+    raise ValueError(f"--member {text!r}: a member needs a name (a directory name) before ':'")
+  overrides = {}
+  for item in filter(None, items.split(",")):
+    key, eq, value = item.partition("=")
+    if not eq:
+      raise ValueError(f"--member {text!r}: {item!r} is not KEY=VALUE")
+    overrides[key.strip()] = value.strip()
+  return name, overrides
+
+
+def member_config(base: ml_collections.ConfigDict, name: str, overrides: dict[str, str]):
+  """`base` with a member's overrides (each converted to the type the key has in `base`);
+  refuses keys a member may not set (`MEMBER_KEYS`), naming them."""
+  config = base.copy_and_resolve_references()
+  for key, text in overrides.items():
+    if key not in MEMBER_KEYS:
+      raise ValueError(f"member {name}: {key} {_reason(key)}; a member may set {MEMBER_KEYS}")
+    *path, leaf = key.split(".")
+    block = config
+    for part in path:
+      block = block[part]
+    kind = type(block[leaf])
+    try:
+      block[leaf] = kind(float(text)) if kind is int else kind(text)
+    except ValueError:
+      raise ValueError(f"member {name}: {key}={text!r} is not a {kind.__name__}") from None
+  return config
+
+
+def _reason(key: str) -> str:
+  for prefix, why in _WHY.items():
+    if key == prefix or key.startswith(prefix + "."):
+      return why
+  return _SHARED
+
+
+def _flat(tree, prefix="") -> dict:
+  out = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      out.update(_flat(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def check_members(configs: list[tuple[str, ml_collections.ConfigDict]]) -> None:
+  """Refuses a population whose members differ in a key other than `MEMBER_KEYS` (configs
+  built in code may have differed anywhere), naming the key and the members."""
+  names = [name for name, _ in configs]
+  if not configs:
+    raise ValueError("a population needs at least one --member")
+  duplicates = sorted({n for n in names if names.count(n) > 1})
+  if duplicates:
+    raise ValueError(f"member names must differ: {duplicates} given twice")
+  first_name, first = configs[0][0], _flat(configs[0][1].to_dict())
+  for name, config in configs[1:]:
+    flat = _flat(config.to_dict())
+    for key in sorted(set(first) | set(flat)):
+      if key not in MEMBER_KEYS and first.get(key) != flat.get(key):
+        raise ValueError(
+          f"members {first_name} and {name} differ in {key} ({first.get(key)!r} against "
+          f"{flat.get(key)!r}), which {_reason(key)}: they cannot share one program"
+        )
+
+
+class Population:
+  """The members' train states stacked on a leading axis and one jitted step for all of them
+  (`chessjax.train.Runs`). The state: {"members": every member's train state (the structure of
+  one run's, `chessjax.step.init_state`) stacked, "hparams": each member's optimizer numbers,
+  warmup and length, "active": whether each member still trains}."""
+
+  length_axis = 2  # Of a stacked batch [K, B, T, ...]; 1 when the members share their batch.
+
+  def __init__(self, specs: list[TrainSpec], task: Task, *, devices=None):
+    self.specs, self.task = specs, task
+    spec = specs[0]
+    models = [step.build_model(s, task) for s in specs]
+    self.model = models[0]
+    graphdef, params0, _ = nnx.split(models[0], nnx.Param, ...)
+    states = []
+    for model, s in zip(models, specs, strict=True):
+      _, params, model_state = nnx.split(model, nnx.Param, ...)
+      tx = optim.make_optimizer(s.optim, s.lr_at, params)
+      states.append(step.init_state(params, model_state, tx))
+    del models
+    mesh = sharding.make_mesh(devices)
+    self.mesh, replicated = mesh, sharding.replicated(mesh)
+    self.shared_batch = len({s.seed for s in specs}) == 1  # One data order for all.
+    if self.shared_batch:
+      self.length_axis = 1
+    host = {
+      "members": jax.tree.map(lambda *xs: jnp.stack(xs), *states),
+      "hparams": _hparams(specs),
+      "active": np.ones(len(specs), bool),
+    }
+    del states
+    self.state = sharding.put_replicated(host, mesh)
+    state_sharding = jax.tree.map(lambda x: x.sharding, self.state)
+    self.data_sharding = NamedSharding(mesh, P("data") if self.shared_batch else P(None, "data"))
+    self.eval_sharding = sharding.batch_sharding(mesh)  # Validation batches are shared.
+    member_step = partial(
+      _member_step, graphdef, task, spec, params0, micro_batches=spec.micro_batches
+    )
+    self.train_step = jax.jit(
+      partial(_population_step, member_step, None if self.shared_batch else 0),
+      out_shardings=(state_sharding, replicated),
+      donate_argnums=0,
+    )
+    member_eval = partial(step.eval_step, graphdef, task)
+    self.eval_step = jax.jit(jax.vmap(member_eval, in_axes=(0, 0, None)), out_shardings=replicated)
+    self._take = jax.jit(
+      lambda members, i: jax.tree.map(lambda x: x[i], members), out_shardings=replicated
+    )
+    self._put = jax.jit(
+      lambda members, i, m: jax.tree.map(lambda a, b: a.at[i].set(b), members, m),
+      out_shardings=state_sharding["members"],
+      donate_argnums=0,
+    )
+
+  def device_batch(self, host: list[dict]) -> dict:
+    keys = self.task.batch_keys
+    if self.shared_batch:
+      return sharding.global_batch(host[0], keys, self.data_sharding)
+    length = max(b["mask"].shape[1] for b in host)
+    padded = [self._padded(b, length) for b in host]
+    stacked = {k: np.stack([b[k] for b in padded]) for k in keys}
+    return sharding.global_batch(stacked, keys, self.data_sharding)
+
+  def _padded(self, batch: dict, length: int) -> dict:
+    """`batch` with `length` positions: the task's own padding (its row format's batch of pad
+    rows) after the batch's."""
+    rows, t = batch["mask"].shape
+    if t == length:
+      return batch
+    out = self.task.rows.batch([None] * rows, length, max_len=None, epoch=0)
+    for k, x in batch.items():
+      if k in out:
+        if x.ndim > 1:
+          out[k][:, :t] = x
+        else:
+          out[k] = x
+    return out
+
+  def member_like(self) -> dict:
+    replicated = sharding.replicated(self.mesh)
+    return jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype, sharding=replicated),
+      self.state["members"],
+    )
+
+  def member(self, state: dict, i: int) -> dict:
+    return self._take(state["members"], np.int32(i))
+
+  def with_members(self, state: dict, members: dict[int, dict]) -> dict:
+    stacked = state["members"]
+    for i, m in members.items():
+      stacked = self._put(stacked, np.int32(i), m)
+    return {**state, "members": stacked}
+
+  def with_active(self, state: dict, active: list[bool]) -> dict:
+    return {**state, "active": sharding.put_replicated(np.asarray(active, bool), self.mesh)}
+
+  def outputs(self, out: dict, i: int) -> dict:
+    return {k: v[i] for k, v in out.items()}
+
+  def validate(self, state: dict, batches: list[dict]) -> list[dict]:
+    accs = [self.task.accumulator() for _ in self.specs]
+    members = state["members"]
+
+    def consume(stats):
+      for i, acc in enumerate(accs):
+        acc.add(jax.tree.map(lambda x, i=i: x[i], stats))
+
+    fns = SimpleNamespace(task=self.task, data_sharding=self.eval_sharding)
+    run = lambda b: self.eval_step(members["params"], members["model_state"], b)  # noqa: E731
+    evaluation.run_batches(run, fns, batches, consume)
+    return [acc.result() for acc in accs]
+
+  def lr_at(self, i: int):
+    return self.specs[i].lr_at
+
+
+def _hparams(specs: list[TrainSpec]) -> dict:
+  """Each member's optimizer numbers, warmup and length: float32 / int32 arrays [K]."""
+  out = {k: np.asarray([getattr(s.optim, k) for s in specs], np.float32) for k in _NUMBERS}
+  out["warmup"] = np.asarray([s.warmup_steps for s in specs], np.int32)
+  out["total"] = np.asarray([s.total_steps for s in specs], np.int32)
+  return out
+
+
+def _member_step(graphdef, task, spec: TrainSpec, params0, hp, state, batch, *, micro_batches):
+  """One member's train step (`chessjax.step.train_step`) with its optimizer built from its
+  numbers `hp` (traced, one member's)."""
+  o = spec.optim
+  numbers = dataclasses.replace(o, **{k: hp[k] for k in _NUMBERS})
+  lr_at = optim.lr_schedule(hp["lr"], hp["warmup"], hp["total"], o.schedule, hp["floor"])
+  tx = optim.make_optimizer(numbers, lr_at, params0)  # params0: the weight-decay groups only.
+  t = spec.train
+  return step.train_step(
+    graphdef, tx, task, t.snapshot_every, t.max_bad_batches, state, batch,
+    micro_batches=micro_batches,
+  )  # fmt: skip
+
+
+def _population_step(member_step, batch_axis, state, batch):
+  """Every member's step at once; a member no longer active keeps its state."""
+  members = state["members"]
+  new, out = jax.vmap(member_step, in_axes=(0, 0, batch_axis))(state["hparams"], members, batch)
+  active = state["active"]
+
+  def keep(n, o):
+    return jnp.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o)
+
+  return {**state, "members": jax.tree.map(keep, new, members)}, out
+
+
+def train_population(base: ml_collections.ConfigDict, root, members: list[str]) -> list[dict]:
+  """Trains the population of `members` (`--member` texts) of `base` under ROOT/NAME; returns
+  each member's summary."""
+  configs = [(name, member_config(base, name, o)) for name, o in map(parse_member, members)]
+  check_members(configs)
+  root = as_path(root)
+  population = [
+    train.Member(name, config, TrainSpec.from_config(config), root / name)
+    for name, config in configs
+  ]
+  task = get_task(configs[0][1])
+  return train.train_runs(population, task, lambda specs: Population(specs, task))
+
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "Config file (configs/cwm.py:family=...,size=...)")
+flags.DEFINE_string("workdir", None, "The population's root: each member trains in ROOT/NAME.")
+flags.DEFINE_multi_string("member", [], "NAME[:KEY=VALUE,...] (repeat): one member and its keys.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+  logging.getLogger("absl").setLevel(logging.WARNING)
+  config = FLAGS.config
+  try:
+    spec = TrainSpec.from_config(config)
+    for name, overrides in map(parse_member, FLAGS.member):
+      TrainSpec.from_config(member_config(config, name, overrides))
+  except ValueError as e:
+    raise SystemExit(f"error: {e}") from None
+  runtime.setup(spec.train.compilation_cache)
+  runtime.set_matmul_precision(spec.dtype)
+  preempted = None
+  with processes.fail_together():
+    try:
+      summaries = train_population(config, FLAGS.workdir, FLAGS.member)
+    except Preempted as e:
+      preempted = e
+    except (ValueError, memory.StepTooLarge) as e:
+      raise SystemExit(f"error: {e}") from None
+  if preempted is not None:
+    print(f"{preempted}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_STATUS)
+  aborted = [n for n, s in zip(FLAGS.member, summaries, strict=True) if s.get("aborted")]
+  if aborted:
+    names = ", ".join(parse_member(n)[0] for n in aborted)
+    raise SystemExit(f"error: the non-finite guard aborted member(s) {names}; the others finished")
+
+
+if __name__ == "__main__":
+  app.run(main)
