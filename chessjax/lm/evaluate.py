@@ -220,10 +220,7 @@ def results_markdown(result: dict) -> str:
 def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dict:
   """Scores a workdir (module docstring) at checkpoint `which` ("best", "latest"; None:
   `default_checkpoint`); writes WORKDIR/eval/ and returns results.json."""
-  which = workdir.default_checkpoint(run_dir) if which is None else which
-  if which not in workdir.CHECKPOINTS:
-    raise ValueError(f"checkpoint must be one of {workdir.CHECKPOINTS}, got {which!r}")
-  restored = workdir.restore(run_dir, which=which)
+  restored = workdir.restore(run_dir, which)
   config = restored.config
   if data is None:
     data = {"dev": (config.data.train, "dev"), "test": (config.data.train, "test")}
@@ -233,7 +230,7 @@ def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dic
     "size": config.size,
     "notation": restored.task.notation,
     "step": int(restored.step),
-    "checkpoint": which,
+    "checkpoint": restored.checkpoint,
     "perplexity": {
       name: perplexity(restored, path, split, batch_size=batch_size)
       for name, (path, split) in resolved.items()

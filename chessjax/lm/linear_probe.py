@@ -47,7 +47,7 @@ from chessjax.files import as_path, write_figure, write_json, write_text
 from chessjax.labels import NUM_PIECE_CLASSES
 from chessjax.lm import tokens as tk
 from chessjax.step import build
-from chessjax.workdir import CHECKPOINTS, EVAL_DIR, default_checkpoint
+from chessjax.workdir import CHECKPOINTS, EVAL_DIR
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,6 @@ def probe_workdir(
   from chessjax import workdir as wd
 
   t0 = time.time()
-  which = default_checkpoint(workdir) if which is None else which
   restored = wd.restore(workdir, which)
   config, task = restored.config, restored.task
   data = data or config.data.train
@@ -339,7 +338,7 @@ def probe_workdir(
   }
   return {
     "workdir": str(workdir),
-    "checkpoint": which,
+    "checkpoint": restored.checkpoint,
     "step": int(restored.step),
     "task": config.get("task", "world_model"),
     "family": config.get("family"),

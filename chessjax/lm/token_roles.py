@@ -151,8 +151,7 @@ def table(result: dict) -> str:
 
 
 def run(run_dir, *, data=None, which=None, max_games=2000, batch_size=64) -> dict:
-  which = workdir.default_checkpoint(run_dir) if which is None else which
-  restored = workdir.restore(run_dir, which=which)
+  restored = workdir.restore(run_dir, which)
   config = restored.config
   if data is None:
     data = {"dev": (config.data.train, "dev")}
@@ -162,7 +161,7 @@ def run(run_dir, *, data=None, which=None, max_games=2000, batch_size=64) -> dic
     "notation": restored.task.notation,
     "rap_p": float(config.lm.rap_p),
     "step": int(restored.step),
-    "checkpoint": which,
+    "checkpoint": restored.checkpoint,
     "splits": {
       name: analyse(
         restored, path, resolve_split(path, split), max_games=max_games, batch_size=batch_size

@@ -279,7 +279,6 @@ def evaluate(
       raise ValueError(f"dataset name {name!r} must be a plain file name")
     resolved[name] = (path if is_url(path) else Path(path), resolve_split(path, split))
   if restored is None:
-    which = workdir.default_checkpoint(run_dir) if which is None else which
     restored = workdir.restore(run_dir, which)
   chief = jax.process_index() == 0
   out_dir = as_path(run_dir) / workdir.EVAL_DIR
