@@ -18,7 +18,7 @@ from conftest import REPO, SMOKE_FAMILY
 from chessjax import encoding, labels, train, workdir
 from chessjax.data import GameSource, read_manifest, source
 from chessjax.encoding import PAD_ID
-from chessjax.world_model import boards, evaluate, metrics, strata, track
+from chessjax.world_model import boards, eval_report, evaluate, metrics, strata, track
 from configs import cwm
 from data_prep import process_pgn
 
@@ -134,7 +134,7 @@ def test_streamed_metrics_equal_direct_metrics(run_dir, data, restored):
 
   md = (out / "results.md").read_text()
   assert "| dataset | Loss | Labelwise % | ExactState % | Trajectory % |" in md
-  row = f"| real | {evaluate.format_loss(r['loss'])} | {100 * r['labelwise']:.2f} |"
+  row = f"| real | {eval_report.format_loss(r['loss'])} | {100 * r['labelwise']:.2f} |"
   assert row in md and "## Accuracy per label group" in md and "non-finite" in md
   assert (out / "prefix_bins.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
