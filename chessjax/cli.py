@@ -1,10 +1,12 @@
 """The shared prologue of every command that evaluates a training workdir.
 
-    ap = cli.workdir_parser("chessjax.lm.token_roles", __doc__, datasets="optional", batch_size=64)
-    ap.add_argument("--max-games", type=int, default=2000)
+    ap = cli.workdir_parser("chessjax.world_model.evaluate", __doc__, datasets="required",
+                            batch_size=64)
+    ap.add_argument("--boards", type=int, default=5)
     args = ap.parse_args(argv)
-    return cli.run_workdir_command(ap, args, lambda: run(args.workdir, which=args.checkpoint, ...),
-                                   report=lambda result: print(table(result)))
+    run = lambda: evaluate(args.workdir, cli.datasets(args), which=args.checkpoint,
+                           **cli.other_flags(args, "data"))
+    return cli.run_workdir_command(ap, args, run, report=print_summary, logs=True)
 
 `workdir_parser` gives the flags every evaluator spells the same way: `--workdir`, `--checkpoint`
 (best or latest; by default best when the workdir has WORKDIR/best, else latest:
