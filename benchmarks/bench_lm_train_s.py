@@ -182,7 +182,7 @@ def linear_probe_all(names, work: Path) -> dict:
     out = run_dir / "eval" / "linear_probe.json"
     if not out.exists():
       print(f"linear probes {name}", flush=True)
-      if linear_probe.main(["--workdir", str(run_dir), "--which", "best"]) != 0:
+      if linear_probe.main(["--workdir", str(run_dir), "--checkpoint", "best"]) != 0:
         sys.exit(f"linear probes of {name} failed")
     results[name] = json.loads(out.read_text())
   return results

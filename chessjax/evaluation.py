@@ -2,10 +2,15 @@
 
 Used by training-time validation (`accumulate`, the task's additive statistics) and by each
 track's evaluation command (`run_batches` with its own step, e.g. statistics plus per-game
-extras). `fns` is a `chessjax.step.StepFns` (the task, jitted steps and shardings).
+extras). `fns` is a `chessjax.step.StepFns` (the task, jitted steps and shardings). An evaluation
+command compiles its step for every batch length of its pass first (`CompiledLengths`), so the
+pass it times runs without compiling.
 """
 
+import time
+
 import jax
+import numpy as np
 
 from chessjax import sharding
 
@@ -33,9 +38,58 @@ def run_batches(step_fn, fns, batches, consume, *, keys=None) -> None:
     consume(jax.device_get(pending))
 
 
-def accumulate(fns, state: dict, batches) -> dict:
-  """The task's metrics (`Task.accumulator().result()`) over `batches` under `state`."""
+def accumulate(fns, state: dict, batches, *, ahead: bool = False) -> dict:
+  """The task's metrics (`Task.accumulator().result()`) over `batches` under `state`. `ahead`:
+  the step is compiled for every batch length of `batches.plan` before the pass
+  (`CompiledLengths`; the task's evaluation rows), instead of at each new length."""
   acc = fns.task.accumulator()
-  step = lambda b: fns.eval_step(state["params"], state["model_state"], b)  # noqa: E731
+  params, model_state = state["params"], state["model_state"]
+  if ahead:
+    task = fns.task
+    step = CompiledLengths(
+      fns.eval_step,
+      params,
+      model_state,
+      batches.plan,
+      task.eval_rows,
+      keys=task.batch_keys,
+      sharding=fns.data_sharding,
+    )
+  else:
+    step = lambda b: fns.eval_step(params, model_state, b)  # noqa: E731
   run_batches(step, fns, batches, acc.add)
   return acc.result()
+
+
+class CompiledLengths:
+  """`step_fn(params, model_state, batch)` (jitted) compiled ahead of time for every batch length
+  of a batch plan (`chessjax.data.plan.BatchPlan`); called with a global batch, it runs the
+  executable of the batch's length.
+
+  The batch shapes are those the task's row format `rows` writes (an all-padding batch of it, plus
+  the loader's `index` of each row's game), restricted to `keys` and sharded as `sharding`.
+  `lengths`: the lengths compiled; `seconds`: the time compiling took.
+  """
+
+  def __init__(self, step_fn, params, model_state, plan, rows, *, keys, sharding):
+    self.params, self.model_state = params, model_state
+    b = plan.batch_size
+    self.executables = {}
+    start = time.perf_counter()
+    for length in sorted({plan.global_batch(i)[1] for i in range(len(plan))}):
+      example = rows.batch([None] * b, length, max_len=None, epoch=0)
+      example["index"] = np.zeros(b, np.int32)  # The loader adds each row's game index.
+      spec = {
+        key: jax.ShapeDtypeStruct(example[key].shape, example[key].dtype, sharding=sharding)
+        for key in keys
+      }
+      self.executables[length] = step_fn.lower(params, model_state, spec).compile()
+    self.seconds = time.perf_counter() - start
+
+  @property
+  def lengths(self) -> list[int]:
+    return sorted(self.executables)
+
+  def __call__(self, batch: dict):
+    length = next(x.shape[1] for x in batch.values() if x.ndim > 1)  # [B, T, ...] arrays
+    return self.executables[length](self.params, self.model_state, batch)

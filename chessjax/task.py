@@ -14,6 +14,7 @@ nanodo hands `get_loss_fn` to its trainer:
     acc = task.accumulator(); acc.add(stats); result = acc.result()
     line, scalars, images = task.summarize(result)         # for the log and TensorBoard
     result[task.selection_metric]                          # lower is better: best checkpoint
+    ids, ends = task.probe_positions(game)                 # optional: where a probe reads boards
 
 A track adds a task in its own folder (`chessjax/<track>/task.py` with `make_task(config)`), or
 anywhere importable under a dotted name (`config.task = "my_package.my_task"`); the loop is not
@@ -43,6 +44,7 @@ class Task(Protocol):
   eval_rows: RowFormat  # ... its validation and test arrays (e.g. without training-time noise).
   selection_metric: str  # Key of the evaluation result that picks the best checkpoint (lower).
   batch_keys: tuple[str, ...]  # The arrays of a batch that the device needs.
+  pad_id: int  # The model's padding input id (optional, with `probe_positions`).
 
   def loss(self, model: nnx.Module, batch: dict, *, train: bool) -> jax.Array: ...
 
@@ -59,6 +61,14 @@ class Task(Protocol):
   def accumulator(self) -> Accumulator: ...
 
   def summarize(self, result: dict) -> tuple[str, dict[str, float], dict[str, np.ndarray]]: ...
+
+  def probe_positions(self, game: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(model input ids int32[L] of a stored game, index int[P] of the input token that ends each
+    of its P moves): where a linear probe (`chessjax.probe`) reads the board after each move.
+    The hidden state at the index of move t has read the whole move, so it is probed for
+    `game["states"][t + 1]`. Optional: a task without it cannot be probed. Rows shorter than a
+    batch are padded with the task's `pad_id`."""
+    ...
 
 
 def task_name(config) -> str:

@@ -1,7 +1,7 @@
 """A training workdir: the files in it, read back for evaluation, and the conventions every
 evaluator of one shares.
 
-restored = restore("runs/slice_d256", default_checkpoint("runs/slice_d256"))  # or gs://bucket/...
+restored = restore("runs/slice_d256")  # Best, else latest (or which="latest"); or gs://bucket/...
 logits = restored.fns.predict(restored.state["params"], restored.state["model_state"], tokens)
 
 A workdir is a directory holding `config.json` (`CONFIG`, `find_workdirs`), its checkpoints under
@@ -10,9 +10,10 @@ early-stopping state (`EARLY_STOPPING`) and, once the loop has ended, its summar
 `read_summary`; `finished` says whether a rerun would train any further). Every
 evaluation (`chessjax.world_model.evaluate`, `chessjax.lm.evaluate`, `chessjax.lm.token_roles`,
 `chessjax.lm.linear_probe`, the atomic track's LM picker) scores the best checkpoint when there
-is one, else the newest (`default_checkpoint`), reads its datasets from `--data NAME=PATH[:SPLIT]`
-(`parse_datasets`), batches them as the run's config batched its validation
-(`chessjax.batches.eval_batches`) and writes its reports under WORKDIR/eval/ (`EVAL_DIR`).
+is one, else the newest (`default_checkpoint`: what `restore` takes unless told), reads its
+datasets from `--data NAME=PATH[:SPLIT]` (`parse_datasets`), batches them as the run's config
+batched its validation (`chessjax.batches.eval_batches`) and writes its reports under
+WORKDIR/eval/ (`EVAL_DIR`).
 """
 
 import dataclasses
@@ -47,6 +48,7 @@ class Restored:
   fns: StepFns  # The task, jitted steps (eval_step, predict) and shardings.
   state: dict  # The train state pytree (params, model_state, ...).
   step: int  # The checkpoint's training step.
+  checkpoint: str | None = None  # "best" or "latest" (`restore`); None: not read from a workdir.
 
   @property
   def task(self):
@@ -64,11 +66,14 @@ def read_config(workdir) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(json.loads(path.read_text()))
 
 
-def restore(workdir, which: str = "latest", *, step: int | None = None) -> Restored:
-  """The newest readable checkpoint of a training workdir (`which="latest"`), the one with the
-  best validation metric (`which="best"`, WORKDIR/best), or the one saved at training step `step`,
-  ready to evaluate."""
-  if which not in ("latest", "best"):
+def restore(workdir, which: str | None = None, *, step: int | None = None) -> Restored:
+  """A checkpoint of a training workdir, ready to evaluate: the one with the best validation
+  metric (`which="best"`, WORKDIR/best), the newest readable one (`which="latest"`), or, by
+  default, best when the workdir has it, else latest (`default_checkpoint`). `step` names a
+  checkpoint by its training step (under WORKDIR/checkpoints unless `which="best"`)."""
+  if which is None:
+    which = "latest" if step is not None else default_checkpoint(workdir)
+  if which not in CHECKPOINTS:
     raise ValueError(f"which must be 'latest' or 'best', got {which!r}")
   config = read_config(workdir)
   spec = TrainSpec.from_config(config)
@@ -86,7 +91,7 @@ def restore(workdir, which: str = "latest", *, step: int | None = None) -> Resto
   if restored is None:
     raise FileNotFoundError(f"{workdir} has no readable {which} checkpoint")
   step, state, _ = restored
-  return Restored(config=config, spec=spec, fns=fns, state=state, step=step)
+  return Restored(config=config, spec=spec, fns=fns, state=state, step=step, checkpoint=which)
 
 
 def initial(config: ml_collections.ConfigDict) -> Restored:
@@ -99,7 +104,8 @@ def initial(config: ml_collections.ConfigDict) -> Restored:
 
 def default_checkpoint(run_dir) -> str:
   """ "best" when the workdir has a best checkpoint (WORKDIR/best, kept by validation), else
-  "latest": the checkpoint every evaluation of a workdir scores unless told otherwise."""
+  "latest": the checkpoint every evaluation of a workdir scores unless told otherwise (the one
+  rule; `restore(workdir)` applies it)."""
   best = as_path(run_dir) / "best"
   return "best" if best.is_dir() and any(best.iterdir()) else "latest"
 

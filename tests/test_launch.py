@@ -21,7 +21,7 @@ from ml_collections import config_flags
 
 from chessjax.world_model.grid import FINAL, SIZES
 from configs import cwm  # Not installed: the repository root is on pytest's pythonpath.
-from launch import sweep
+from launch import lm_sweep, sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -994,3 +994,28 @@ def test_make_wheels_downloads_for_the_target_machine():
     assert part in download, (part, download)
   plain = subprocess.run(["make", "-n", "wheels"], cwd=REPO, capture_output=True, text=True)
   assert "jax[" not in plain.stdout  # EXTRAS empty: the CPU jax only
+
+
+# ------------------------------------------------------------------------------------------------
+# The language model's launch list (launch/lm_sweep.py)
+
+
+def test_lm_launch_list_covers_the_papers_grid(capsys):
+  from configs import lm
+
+  assert lm_sweep.main(["--data", "data/lm", "--sets", "data/probing"]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  train_lines = [x for x in lines if x.startswith("python -m chessjax.main")]
+  assert len(train_lines) == 3 * 7 and len(lines) == 2 * 3 * 7 + 1
+  assert lines[-1] == "python -m chessjax.lm.report --runs runs/lm_rap --out runs/lm_rap/report"
+  ps = set()
+  for line in train_lines:
+    arg = line.split("--config=configs/lm.py:")[1].split()[0]
+    parsed = lm.parse_arg(arg)  # Every printed config is one configs/lm.py accepts.
+    ps.add((parsed["train"], parsed["notation"], parsed["rap_p"]))
+    assert "--config.data.train=data/lm" in line
+  grid = json.loads((REPO / "chessjax/lm/paper_results.json").read_text())["rap_p"]["grid"]
+  assert lm_sweep.paper_grid() == grid
+  want = {(t, "rap", p) for t in "SML" for p in grid}
+  assert ps == want | {(t, "uci", 0.0) for t in "SML"}
+  assert all("--sets data/probing" in x for x in lines if "chessjax.lm.evaluate" in x)

@@ -41,7 +41,9 @@ def wm_train(dataset, work, *overrides):
 
 
 def params_of(work):
-  return [np.asarray(x) for x in jax.tree.leaves(workdirs.restore(work).state["params"])]
+  return [
+    np.asarray(x) for x in jax.tree.leaves(workdirs.restore(work, which="latest").state["params"])
+  ]
 
 
 def assert_params_close(a, b):

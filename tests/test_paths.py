@@ -147,7 +147,7 @@ def test_training_to_a_url_workdir(memory_scheme, small_dataset, tmp_path, monke
   assert (local_checkpoints / url.removeprefix("memory://") / "checkpoints" / "4").is_dir()
 
   assert workdir.read_config(url).train.steps == 4
-  restored = workdir.restore(url)
+  restored = workdir.restore(url, which="latest")
   assert restored.step == 4
 
   from chessjax.world_model import evaluate

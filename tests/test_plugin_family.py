@@ -80,7 +80,7 @@ def test_trains_evaluates_and_tracks(small_dataset, tmp_path):
   assert summary["family"] == FAMILY and summary["steps"] == 4
   assert np.isfinite(summary["validation"]["loss"])
 
-  restored = workdir.restore(tmp_path / "wd")
+  restored = workdir.restore(tmp_path / "wd", which="latest")
   results = evaluate.evaluate(
     tmp_path / "wd", {"real": (str(small_dataset), "test")}, max_games=8, boards=1,
     restored=restored, verbose=False,

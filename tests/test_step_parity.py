@@ -6,7 +6,7 @@ are reported in docs/world_model.md, "Training parity with the released code".
 tests/data/step_parity.npz, made by tests/data/make_step_parity.py, holds 30 steps of the released
 training loop (its AdamW param groups, LambdaLR warmup + cosine, `compute_state_loss`,
 `clip_grad_norm_`) on tiny Transformer and SLiCE models from the golden-logits parameter values,
-on fixed padded batches of real games. Here chessjax's jitted `step.build(config)` step runs the
+on fixed padded batches of real games. Here chessjax's jitted `step.build(spec, task)` step runs the
 same 30 steps from the same values with the matching `optim` block, and must give per step the
 same loss and gradient norm (before clipping), the same learning rate, and at the end the same
 parameters.

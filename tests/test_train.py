@@ -173,7 +173,7 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
   )
   assert reference["steps"] == 8 and reference["resumed_from"] == 0
   assert math.isfinite(reference["validation"]["loss"])
-  want = workdir.restore(tmp_path / "a").state
+  want = workdir.restore(tmp_path / "a", which="latest").state
 
   with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
     patch.setattr(train, "StepCompiler", CrashingCompiler)
@@ -186,7 +186,7 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
     smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "b"
   )  # A finished run: nothing to train, the summary keeps its validation metrics.
   assert again["resumed_from"] == 8 and again["validation"]["loss"] == resumed["validation"]["loss"]
-  got = workdir.restore(tmp_path / "b").state
+  got = workdir.restore(tmp_path / "b", which="latest").state
   for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   assert json.loads((tmp_path / "b" / "config.json").read_text())["family"] == FAMILY
@@ -199,7 +199,7 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
   for path in latest.rglob("*"):
     if path.is_file() and path.stat().st_size > 0:
       path.write_bytes(b"\0" * path.stat().st_size)
-  assert workdir.restore(tmp_path / "w").step == 2
+  assert workdir.restore(tmp_path / "w", which="latest").step == 2
   assert "unreadable" in caplog.text
   # A checkpoint named by its step: that one, or a clear error (never a silent fallback).
   by_step = workdir.restore(tmp_path / "w", step=2)
@@ -207,7 +207,7 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
   jax.tree.map(
     np.testing.assert_array_equal,
     by_step.state["params"],
-    workdir.restore(tmp_path / "w").state["params"],
+    workdir.restore(tmp_path / "w", which="latest").state["params"],
   )
   with pytest.raises(FileNotFoundError, match="no checkpoint at step 3"):
     workdir.restore(tmp_path / "w", step=3)
@@ -311,8 +311,8 @@ def test_kill_9_then_rerun_reaches_the_same_parameters(dataset, tmp_path):
   )
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert json.loads((work / "train_summary.json").read_text())["resumed_from"] >= 4
-  want = workdir.restore(tmp_path / "ref").state
-  got = workdir.restore(work).state
+  want = workdir.restore(tmp_path / "ref", which="latest").state
+  got = workdir.restore(work, which="latest").state
   for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
@@ -330,7 +330,7 @@ def test_a_new_task_trains_without_touching_the_loop(dataset, tmp_path):
   val = summary["validation"]
   # Chance is 1 / 20,482 moves: a few steps already learn common replies.
   assert math.isfinite(val["loss"]) and val["loss"] < math.log(20482) and val["accuracy"] > 0.01
-  restored = workdir.restore(tmp_path / "lm")
+  restored = workdir.restore(tmp_path / "lm", which="latest")
   assert restored.step == 12 and type(restored.task).__name__ == "NextMoveTask"
   logits = restored.predict(jnp.zeros((1, 5), jnp.int32))
   assert logits.shape == (1, 5, 20482)

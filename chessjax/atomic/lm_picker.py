@@ -79,8 +79,7 @@ class LMPicker:
   def __init__(self, workdir, *, which: str | None = None, name: str | None = None):
     from chessjax import workdir as workdirs
 
-    which = which or workdirs.default_checkpoint(workdir)
-    self.restored = workdirs.restore(workdir, which)
+    self.restored = workdirs.restore(workdir, which or None)
     task = self.restored.task
     if not hasattr(task, "vocab") or not hasattr(task, "notation"):
       raise ValueError(f"{workdir} is not a language-model workdir (task {type(task).__name__})")

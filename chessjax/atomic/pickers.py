@@ -131,7 +131,9 @@ def parse_args(argv=None) -> argparse.Namespace:
   )
   lm = p.add_argument_group("a chessjax language model (lm)")
   lm.add_argument("--workdir", help="the language model's training workdir")
-  lm.add_argument("--checkpoint", choices=("best", "latest"), default=None)
+  lm.add_argument(
+    "--checkpoint", default=None, help="best or latest (default: best if the workdir has it)"
+  )
   args = p.parse_args(argv)
   try:
     args.conditions = [prompts.condition_name(c) for c in args.conditions]
@@ -141,6 +143,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.error(f"--picker {args.picker} needs --model")
   if args.picker == "lm" and not args.workdir:
     p.error("--picker lm needs --workdir")
+  if args.checkpoint is not None:
+    from chessjax.workdir import CHECKPOINTS  # Here: it loads JAX, which the API pickers skip.
+
+    if args.checkpoint not in CHECKPOINTS:
+      p.error(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {args.checkpoint!r}")
   return args
 
 

@@ -20,11 +20,10 @@ WORKDIR/eval/ receives `results.json`, `results.md` (the paper's table layout) a
 (one line per task and row: prompt prefix, piece and start square, answers, the model's top-1
 token, its error category, Table 13 case and path length; `probe_result`). Files
 are written atomically by process 0. The conventions are those of every evaluation of a workdir
-(`chessjax.workdir`): reports under WORKDIR/eval/, the best checkpoint by default
-(`default_checkpoint`).
+(`chessjax.workdir`, `chessjax.cli`): reports under WORKDIR/eval/, the best checkpoint by default
+(`workdir.restore`).
 """
 
-import argparse
 import json
 import sys
 from functools import partial
@@ -33,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from chessjax import evaluation, processes, runtime, workdir
+from chessjax import cli, evaluation, workdir
 from chessjax.batches import eval_batches
 from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json, write_text
@@ -71,7 +70,7 @@ def perplexity(restored, path, split: str, *, batch_size: int) -> dict:
     batch_size=workdir.device_batch_size(batch_size),
   )
   try:
-    result = evaluation.accumulate(restored.fns, restored.state, batches)
+    result = evaluation.accumulate(restored.fns, restored.state, batches, ahead=True)
   finally:
     batches.close()
   return {**result, "dataset": {"path": str(path), "split": split}}
@@ -219,12 +218,9 @@ def results_markdown(result: dict) -> str:
 
 
 def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dict:
-  """Scores a workdir (module docstring) at checkpoint `which` ("best", "latest"; None:
-  `default_checkpoint`); writes WORKDIR/eval/ and returns results.json."""
-  which = workdir.default_checkpoint(run_dir) if which is None else which
-  if which not in workdir.CHECKPOINTS:
-    raise ValueError(f"checkpoint must be one of {workdir.CHECKPOINTS}, got {which!r}")
-  restored = workdir.restore(run_dir, which=which)
+  """Scores a workdir (module docstring) at checkpoint `which` ("best", "latest"; None: best,
+  else latest, as `workdir.restore` picks); writes WORKDIR/eval/ and returns results.json."""
+  restored = workdir.restore(run_dir, which)
   config = restored.config
   if data is None:
     data = {"dev": (config.data.train, "dev"), "test": (config.data.train, "test")}
@@ -234,7 +230,7 @@ def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dic
     "size": config.size,
     "notation": restored.task.notation,
     "step": int(restored.step),
-    "checkpoint": which,
+    "checkpoint": restored.checkpoint,
     "perplexity": {
       name: perplexity(restored, path, split, batch_size=batch_size)
       for name, (path, split) in resolved.items()
@@ -254,37 +250,28 @@ def evaluate(run_dir, *, sets=None, data=None, which=None, batch_size=64) -> dic
 
 
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
-    prog="python -m chessjax.lm.evaluate", description=__doc__.split("\n")[0]
+  ap = cli.workdir_parser(
+    "chessjax.lm.evaluate",
+    __doc__,
+    datasets="optional",
+    batch_size=64,
+    batch_help="probing rows per model call",
   )
-  ap.add_argument("--workdir", required=True, help="a language-model training workdir")
   ap.add_argument("--sets", default=None, help="probing sets (end.jsonl, start.jsonl)")
-  ap.add_argument("--data", nargs="*", metavar="NAME=PATH[:SPLIT]", default=None)
-  ap.add_argument(
-    "--checkpoint",
-    choices=workdir.CHECKPOINTS,
-    default=None,
-    help="default: best if the workdir has WORKDIR/best, else latest",
-  )
   ap.add_argument("--latest", action="store_true", help="same as --checkpoint latest")
-  ap.add_argument("--batch-size", type=int, default=64, help="probing rows per model call")
   args = ap.parse_args(argv)
-  runtime.setup_for_workdir(args.workdir)
-  try:
-    with processes.fail_together():  # Several processes: one's error stops them all.
-      result = evaluate(
-        args.workdir,
-        sets=args.sets,
-        data=workdir.parse_datasets(args.data) if args.data else None,
-        which="latest" if args.latest else args.checkpoint,
-        batch_size=args.batch_size,
-      )
-  except (ValueError, FileNotFoundError, KeyError) as e:
-    ap.error(str(e))
-  if jax.process_index() == 0:
+
+  def run():
+    which = "latest" if args.latest else args.checkpoint
+    return evaluate(
+      args.workdir, sets=args.sets, data=cli.datasets(args), which=which, batch_size=args.batch_size
+    )
+
+  def report(result):
     print(results_markdown(result))
     print(f"results: {as_path(args.workdir) / workdir.EVAL_DIR}")
-  return 0
+
+  return cli.run_workdir_command(ap, args, run, report=report)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,6 @@
 """The paper's tables and figures from language-model workdirs, ours beside the published ones.
 
     python -m chessjax.lm.report --runs runs/lm [runs/more ...] --out runs/lm_report
-    python -m chessjax.lm.report --launch-list --data data/lm [--sets data/probing] \\
-        [--root runs/lm_rap] [--model gpt2]
 
 Reads every language-model training workdir under the roots (`config.json`, the training summary,
 `eval/results.json` and `eval/probes.jsonl` of `chessjax.lm.evaluate`) and writes OUT/tables.md,
@@ -33,8 +31,9 @@ the training summary; the figures' data also `eval/probes.jsonl` and the trainin
 published numbers are data: `paper_results.json` beside this module. Directories that cannot be
 read, and workdirs of other tasks, are skipped with a note.
 
-`--launch-list` prints the commands of the runs behind Figure 2: the paper's p grid {5, 15, 25,
-50, 75, 100}% and UCI (p = 0) for Train-S, M and L, each trained, evaluated, then the report.
+The commands of the runs behind Figure 2 (the paper's p grid {5, 15, 25, 50, 75, 100}% and UCI,
+p = 0, for Train-S, M and L, each trained, evaluated, then this report) are printed by
+`python -m launch.lm_sweep --data DATA` (formerly this command's `--launch-list`).
 """
 
 import argparse
@@ -491,8 +490,8 @@ def report_markdown(tables, figures, runs, paper, notes, figure_names) -> str:
   lines += [
     "* Figure 2: dev perplexity against the RAP probability p (0 = UCI), one line per model, size "
     "and training size; the paper's figure has no numbers in its text, so only its Table 3 "
-    "points (UCI and the tuned p) are drawn, unconnected. `python -m chessjax.lm.report "
-    "--launch-list --data DATA` prints the runs of the paper's grid.",
+    "points (UCI and the tuned p) are drawn, unconnected. `python -m launch.lm_sweep "
+    "--data DATA` prints the runs of the paper's grid.",
     "* Figure 4: tokens of each training game written in UCI (`<s>` and `</s>` included); "
     + (
       "; ".join(
@@ -536,42 +535,6 @@ def report_markdown(tables, figures, runs, paper, notes, figure_names) -> str:
   if notes:
     lines += ["", "Notes:", "", *[f"* {n}" for n in notes]]
   return "\n".join(lines) + "\n"
-
-
-# ------------------------------------------------------------------------------------------------
-# Launch list
-
-
-def launch_commands(
-  data: str,
-  *,
-  root: str = "runs/lm_rap",
-  sets: str | None = None,
-  model: str = "gpt2",
-  trains=("S", "M", "L"),
-  grid=None,
-) -> list[str]:
-  """The commands of Figure 2's runs: for each training size, UCI (p = 0) and UCI + RAP at every
-  p of the paper's grid, each trained then evaluated; the report last."""
-  grid = paper_results()["rap_p"]["grid"] if grid is None else grid
-  out = []
-  for train in trains:
-    for p in (0.0, *grid):
-      if p == 0:
-        name, arg = f"{model}_uci_{train}", f"family={model},notation=uci,train={train}"
-      else:
-        name = f"{model}_rap{round(100 * p)}_{train}"
-        arg = f"family={model},notation=rap,rap_p={p:g},train={train}"
-      workdir = f"{root}/{name}"
-      out.append(
-        f"python -m chessjax.main --config=configs/lm.py:{arg} --workdir={workdir} "
-        f"--config.data.train={data}"
-      )
-      out.append(
-        f"python -m chessjax.lm.evaluate --workdir {workdir}" + (f" --sets {sets}" if sets else "")
-      )
-  out.append(f"python -m chessjax.lm.report --runs {root} --out {root}/report")
-  return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -630,22 +593,14 @@ def main(argv=None) -> int:
   )
   ap.add_argument("--runs", nargs="+", metavar="ROOT", help="folders of LM workdirs")
   ap.add_argument("--out", help="output folder")
-  ap.add_argument(
-    "--launch-list",
-    action="store_true",
-    help="print the commands of Figure 2's runs (UCI and the paper's RAP p grid, Train-S/M/L)",
-  )
-  ap.add_argument("--data", default="data/lm", help="--launch-list: the LM data set")
-  ap.add_argument("--sets", default=None, help="--launch-list: the probing sets")
-  ap.add_argument("--root", default="runs/lm_rap", help="--launch-list: folder of the workdirs")
-  ap.add_argument("--model", default="gpt2", help="--launch-list: the model (configs/lm.py)")
-  args = ap.parse_args(argv)
-  if args.launch_list:
-    for line in launch_commands(args.data, root=args.root, sets=args.sets, model=args.model):
-      print(line)
-    return 0
+  ap.add_argument("--launch-list", action="store_true", help=argparse.SUPPRESS)  # Moved.
+  args, unknown = ap.parse_known_args(argv)
+  if args.launch_list:  # The launch list is a script of launch/ now; say where.
+    ap.error(f"--launch-list moved: python -m launch.lm_sweep {' '.join(unknown)}".rstrip())
+  if unknown:
+    ap.error(f"unrecognized arguments: {' '.join(unknown)}")
   if not args.runs or not args.out:
-    ap.error("--runs and --out are required (or --launch-list)")
+    ap.error("--runs and --out are required")
   try:
     doc = write_report(args.runs, args.out)
   except FileNotFoundError as e:

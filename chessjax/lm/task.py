@@ -112,7 +112,7 @@ class LanguageModelTask:
 
   def __init__(self, vocab, notation: str, *, rap_p: float, seed: int, tie_embeddings: bool,
                score_piece_tokens: bool = True):  # fmt: skip
-    self.vocab, self.notation = vocab, notation
+    self.vocab, self.notation, self.pad_id = vocab, notation, vocab.pad_id
     self.model_kwargs = {"vocab_size": len(vocab.tokens), "tie_embeddings": tie_embeddings}
     common = {"rap_p": rap_p, "seed": seed, "score_piece_tokens": score_piece_tokens}
     self.rows = TokenRows(vocab, notation, train=True, **common)
@@ -132,6 +132,14 @@ class LanguageModelTask:
     """Logits as evaluation scores them: piece letters masked for every non-AP model (the
     module-level `eval_logits`)."""
     return eval_logits(logits, self.vocab, self.notation)
+
+  def probe_positions(self, game: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The game's evaluation row (`tokens.eval_row`, `<s>` first; AP rows carry piece letters)
+    without `</s>`; a move ends at its to-square token or its promotion letter."""
+    moves, states = np.asarray(game["moves"]), game["states"]
+    row = tk.eval_row(moves, states, vocab=self.vocab, notation=self.notation)
+    per_move = tk.move_token_counts(moves, states, letters=self.notation == "ap")
+    return row["inputs"], np.cumsum(per_move)  # `<s>` is index 0.
 
   def eval_stats(self, model, batch: dict) -> dict:
     logits = self.eval_logits(model(batch["inputs"], train=False))

@@ -21,7 +21,6 @@ the run's dev split):
 Writes WORKDIR/eval/token_roles.json (atomically, process 0) and prints a table.
 """
 
-import argparse
 import sys
 from functools import partial
 
@@ -29,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from chessjax import processes, runtime, workdir
+from chessjax import cli, workdir
 from chessjax.batches import eval_batches
 from chessjax.data.source import resolve_split
 from chessjax.files import as_path, write_json
@@ -152,8 +151,7 @@ def table(result: dict) -> str:
 
 
 def run(run_dir, *, data=None, which=None, max_games=2000, batch_size=64) -> dict:
-  which = workdir.default_checkpoint(run_dir) if which is None else which
-  restored = workdir.restore(run_dir, which=which)
+  restored = workdir.restore(run_dir, which)
   config = restored.config
   if data is None:
     data = {"dev": (config.data.train, "dev")}
@@ -163,7 +161,7 @@ def run(run_dir, *, data=None, which=None, max_games=2000, batch_size=64) -> dic
     "notation": restored.task.notation,
     "rap_p": float(config.lm.rap_p),
     "step": int(restored.step),
-    "checkpoint": which,
+    "checkpoint": restored.checkpoint,
     "splits": {
       name: analyse(
         restored, path, resolve_split(path, split), max_games=max_games, batch_size=batch_size
@@ -179,30 +177,20 @@ def run(run_dir, *, data=None, which=None, max_games=2000, batch_size=64) -> dic
 
 
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
-    prog="python -m chessjax.lm.token_roles", description=__doc__.split("\n")[0]
-  )
-  ap.add_argument("--workdir", required=True, help="a language-model training workdir")
-  ap.add_argument("--data", nargs="*", metavar="NAME=PATH[:SPLIT]", default=None)
-  ap.add_argument("--checkpoint", choices=workdir.CHECKPOINTS, default=None)
+  ap = cli.workdir_parser("chessjax.lm.token_roles", __doc__, datasets="optional", batch_size=64)
   ap.add_argument("--max-games", type=int, default=2000, help="games per split")
-  ap.add_argument("--batch-size", type=int, default=64)
   args = ap.parse_args(argv)
-  runtime.setup_for_workdir(args.workdir)
-  try:
-    with processes.fail_together():  # Several processes: one's error stops them all.
-      result = run(
-        args.workdir,
-        data=workdir.parse_datasets(args.data) if args.data else None,
-        which=args.checkpoint,
-        max_games=args.max_games,
-        batch_size=args.batch_size,
-      )
-  except (ValueError, FileNotFoundError, KeyError) as e:
-    ap.error(str(e))
-  if jax.process_index() == 0:
-    print(table(result))
-  return 0
+
+  def go():
+    return run(
+      args.workdir,
+      data=cli.datasets(args),
+      which=args.checkpoint,
+      max_games=args.max_games,
+      batch_size=args.batch_size,
+    )
+
+  return cli.run_workdir_command(ap, args, go, report=lambda result: print(table(result)))
 
 
 if __name__ == "__main__":

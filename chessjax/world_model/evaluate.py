@@ -7,7 +7,7 @@
 
 `--data NAME=PATH[:SPLIT]` names a prepared dataset directory; SPLIT defaults to `test` when the
 dataset has one, else to its only split. A checkpoint of the workdir (default: the best one,
-WORKDIR/best, when training validated, else the newest: `chessjax.workdir.default_checkpoint`, as
+WORKDIR/best, when training validated, else the newest: `chessjax.workdir.restore`'s choice, as
 every evaluator of a workdir) is scored on every game of each split (truncated to the config's
 `max_len` steps, as in training, or to `--max-len` steps: whole games beyond the trained length)
 and WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) receives:
@@ -35,13 +35,12 @@ finite (a diverged model's loss) are written as `NaN`/`Infinity`, the policy of
 One jitted function per batch runs the model once and returns both the additive statistics of
 `metrics.batch_stats` (the same as training-time validation) and each game's argmax labels at its
 first wrong step, so boards cost no second pass; batches go through the one evaluation loop of
-`chessjax.evaluation`. Every bucket shape is compiled ahead of the timed pass:
-`games_per_s` measures evaluation, `compile_seconds` the compilation.
+`chessjax.evaluation`, and `metrics.GameScores` keeps the per-game scores. Every bucket shape is
+compiled ahead of the timed pass (`evaluation.CompiledLengths`): `games_per_s` measures
+evaluation, `compile_seconds` the compilation. The reports, boards and gallery are written by
+`chessjax.world_model.eval_report`.
 """
 
-import argparse
-import json
-import logging
 import sys
 import time
 from functools import partial
@@ -53,20 +52,12 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from chessjax import evaluation, labels, processes, runtime, workdir
+from chessjax import cli, evaluation, labels, workdir
 from chessjax.batches import eval_batches
 from chessjax.data import pipeline
-from chessjax.data.source import GameSource, read_manifest, resolve_split, variant_of_manifest
-from chessjax.encoding import id_to_move
-from chessjax.files import as_path, is_url, write_figure, write_json, write_text
-from chessjax.plotting import plt
-from chessjax.world_model import metrics, page, plots, strata
-from chessjax.world_model.boards import failure_svg
-from chessjax.world_model.task import WorldModelTask
-
-INT32_MAX = np.iinfo(np.int32).max
-EVAL_KEYS = (*WorldModelTask.batch_keys, "index")
-
+from chessjax.data.source import read_manifest, resolve_split, variant_of_manifest
+from chessjax.files import as_path, is_url, write_json, write_text
+from chessjax.world_model import eval_report, metrics, strata
 
 # ------------------------------------------------------------------------------------------------
 # Per-batch computation
@@ -96,23 +87,7 @@ def eval_batch(logits_fn, params, model_state, batch: dict) -> tuple[dict, dict]
 
 
 # ------------------------------------------------------------------------------------------------
-# Datasets and the evaluation pass
-
-
-def _compile_shapes(step_fn, params, model_state, plan, sharding) -> dict[int, object]:
-  """Ahead-of-time executables for every bucket length of `plan`, keyed by length; the batch
-  shapes are those the task's evaluation row format writes (an all-padding batch of it)."""
-  b = plan.batch_size
-  compiled = {}
-  for length in sorted({plan.global_batch(i)[1] for i in range(len(plan))}):
-    example = WorldModelTask.eval_rows.batch([None] * b, length, max_len=None, epoch=0)
-    example["index"] = np.zeros(b, np.int32)  # The loader adds each row's game index.
-    spec = {
-      key: jax.ShapeDtypeStruct(example[key].shape, example[key].dtype, sharding=sharding)
-      for key in EVAL_KEYS
-    }
-    compiled[length] = step_fn.lower(params, model_state, spec).compile()
-  return compiled
+# The evaluation pass
 
 
 def evaluate_split(
@@ -151,71 +126,46 @@ def evaluate_split(
   scored = lengths if max_len is None else np.minimum(lengths, max_len)
   flags = strata.dataset_flags(path, split, num_games, variant_of_manifest(read_manifest(path)))
 
+  task = restored.task
+  keys = (*task.batch_keys, "index")
   replicated = NamedSharding(fns.data_sharding.mesh, P())
   if logits_fn is None:
     logits_fn = lambda params, model_state, batch: fns.predict(params, model_state, batch["moves"])  # noqa: E731
   step_fn = jax.jit(partial(eval_batch, logits_fn), out_shardings=replicated)
-  params, model_state = state["params"], state["model_state"]
   batches = eval_batches(
     restored.spec,
-    WorldModelTask.eval_rows,
+    task.eval_rows,
     path,
     split,
     batch_size=batch_size,
     max_games=num_games,
     max_len=max_len,
   )
-  start = time.perf_counter()
-  compiled = _compile_shapes(step_fn, params, model_state, batches.plan, fns.data_sharding)
-  compile_seconds = time.perf_counter() - start
+  compiled = evaluation.CompiledLengths(
+    step_fn,
+    state["params"],
+    state["model_state"],
+    batches.plan,
+    task.eval_rows,
+    keys=keys,
+    sharding=fns.data_sharding,
+  )
 
-  acc, by_stratum = metrics.Accumulator(), strata.StrataAccumulator()
-  first_steps = np.full(num_games, -2, dtype=np.int64)  # -2: not seen yet.
-  exact_steps = np.zeros(num_games, dtype=np.int64)
-  game_loss = np.zeros(num_games, dtype=np.float64)
-  ply = {k: np.zeros(int(scored.max()), np.int64) for k in ("steps", "exact", "correct")}
-  failures: dict[int, tuple[int, np.ndarray]] = {}
+  acc, scores = metrics.Accumulator(), metrics.GameScores(scored, flags)
 
   def consume(out):
-    stats, extra = out
+    stats, extras = out
     acc.add(stats)
-    rows = zip(
-      extra["index"],
-      stats["first_error"],
-      extra["pred_first"],
-      extra["group_hits"],
-      extra["game_ce"],
-      strict=True,
-    )
-    for g, first, pred, hits, ce in rows:
-      if g < 0:
-        continue
-      game_loss[g] = ce / (labels.NUM_LABELS * scored[g])
-      n = scored[g]
-      hits = hits[:n]
-      exact = (hits == strata.GROUP_SIZES).all(-1)
-      exact_steps[g] = exact.sum()
-      ply["steps"][:n] += 1
-      ply["exact"][:n] += exact
-      ply["correct"][:n] += hits.sum(-1, dtype=np.int64)
-      by_stratum.add(flags[g][: scored[g]], exact, hits)
-      if first == INT32_MAX:
-        first_steps[g] = -1
-      else:
-        first_steps[g] = first
-        failures[int(g)] = (int(first), np.array(pred))
-
-  def eval_step(arrays):
-    return compiled[arrays["moves"].shape[1]](params, model_state, arrays)
+    scores.add(stats, extras)
 
   start = time.perf_counter()
   try:
-    evaluation.run_batches(eval_step, fns, batches, consume, keys=EVAL_KEYS)
+    evaluation.run_batches(compiled, fns, batches, consume, keys=keys)
   finally:
     batches.close()
   seconds = time.perf_counter() - start
-  if (first_steps == -2).any():
-    raise RuntimeError(f"{int((first_steps == -2).sum())} games of {path}:{split} were not seen")
+  if scores.unseen:
+    raise RuntimeError(f"{scores.unseen} games of {path}:{split} were not seen")
 
   result = acc.result()
   result.update(
@@ -231,18 +181,12 @@ def evaluate_split(
       "truncated_games": truncated,
     },
     batch_size=batch_size,
-    compiled_shapes=sorted(compiled),
-    compile_seconds=compile_seconds,
+    compiled_shapes=compiled.lengths,
+    compile_seconds=compiled.seconds,
     eval_seconds=seconds,
     games_per_s=num_games / max(seconds, 1e-9),
     steps_per_s=result["steps"] / max(seconds, 1e-9),
-    first_error_steps=first_steps.tolist(),
-    exact_steps=exact_steps.tolist(),
-    game_loss=game_loss.tolist(),
-    per_ply={k: v.tolist() for k, v in ply.items()},
-    max_game_loss=float(game_loss.max()),
-    strata=by_stratum.result(),
-    failures=failures,
+    **scores.result(),
   )
   return result
 
@@ -261,8 +205,8 @@ def evaluate(
   verbose: bool = True,
   logits_fn=None,
 ) -> dict[str, dict]:
-  """Evaluates checkpoint `which` of `workdir` ("best", "latest"; None: `default_checkpoint`) on
-  `datasets` and writes WORKDIR/eval/.
+  """Evaluates checkpoint `which` of `workdir` ("best", "latest"; None: best, else latest, as
+  `chessjax.workdir.restore` picks) on `datasets` and writes WORKDIR/eval/.
 
   `datasets` maps a name to `(path, split)` (split None: `test`, else the only split). `max_len`
   as in `evaluate_split`. `gallery` > 0 also writes NAME_gallery.html, a page of the `gallery`
@@ -280,7 +224,6 @@ def evaluate(
       raise ValueError(f"dataset name {name!r} must be a plain file name")
     resolved[name] = (path if is_url(path) else Path(path), resolve_split(path, split))
   if restored is None:
-    which = workdir.default_checkpoint(run_dir) if which is None else which
     restored = workdir.restore(run_dir, which)
   chief = jax.process_index() == 0
   out_dir = as_path(run_dir) / workdir.EVAL_DIR
@@ -301,194 +244,20 @@ def evaluate(
     failures = result.pop("failures")
     result["boards"] = []
     if gallery > 0:  # Every process runs the model; process 0 writes.
-      views = gallery_views(restored, path, split, result, gallery)
+      views = eval_report.gallery_views(restored, path, split, result, gallery)
       if chief:
-        heading = f"{result['family']} {result['size']} at step {result['checkpoint_step']}: "
-        heading += f"the {len(views)} worst-tracked games of {name} ({label})"
-        write_text(out_dir / f"{name}_gallery.html", page.page_html(views, heading))
+        eval_report.write_gallery(out_dir, name, label, result, views)
     if chief:
-      result["boards"] = draw_failures(name, path, split, failures, boards, out_dir / "boards")
+      boards_dir = out_dir / "boards"
+      result["boards"] = eval_report.draw_failures(name, path, split, failures, boards, boards_dir)
       write_json(out_dir / f"{name}.json", result, flat=True)
-      write_text(out_dir / f"{name}.md", results_markdown({name: result}, label))
+      write_text(out_dir / f"{name}.md", eval_report.results_markdown({name: result}, label))
     results[name] = result
     if verbose:
-      print(_progress_line(name, result), flush=True)
+      print(eval_report.progress_line(name, result), flush=True)
   if chief:
-    every = saved_results(out_dir)
-    write_text(out_dir / "results.md", results_markdown(every, label))
-    fig = plots.prefix_bins_figure(every, as_path(run_dir).name)
-    try:
-      write_figure(out_dir / "prefix_bins.png", fig)
-    finally:
-      plt.close(fig)
+    eval_report.write_summary(out_dir, label, as_path(run_dir).name)
   return results
-
-
-def gallery_views(restored, path, split: str, result: dict, count: int) -> list[dict]:
-  """`page.game_view`s of the `count` games of a scored split with the lowest ExactState (ties:
-  the earlier first wrong step first), each cut to the steps that were scored."""
-  exact = np.asarray(result["exact_steps"])
-  lengths = pipeline.game_lengths(path, split)[: len(exact)]
-  max_len = result["dataset"]["max_len"]
-  scored = lengths if max_len is None else np.minimum(lengths, max_len)
-  first = np.asarray(result["first_error_steps"])
-  order = np.lexsort((np.where(first < 0, INT32_MAX, first), exact / scored))[:count]
-  source, views = GameSource(path, split), []
-  for g in order:
-    game = source[int(g)]
-    moves, states = game["moves"][: scored[g]], game["states"][: scored[g]]
-    pred = np.asarray(labels.argmax_labels(restored.predict(moves[None].astype(np.int32))))[0]
-    ucis = [id_to_move(int(m)) for m in moves[1:]]
-    views.append(page.game_view(f"game {g} ({game['example_id']})", ucis, states, pred))
-  return views
-
-
-def saved_results(out_dir: Path) -> dict[str, dict]:
-  """Every dataset's result in an eval folder (its NAME.json files), by name."""
-  return {p.stem: json.loads(p.read_text()) for p in sorted(as_path(out_dir).glob("*.json"))}
-
-
-def _progress_line(name: str, r: dict) -> str:
-  d = r["dataset"]
-  line = (
-    f"{name}: {d['games']} games of {d['path']}:{d['split']} in {r['eval_seconds']:.1f}s "
-    f"({r['games_per_s']:.1f} games/s, {r['compile_seconds']:.1f}s compiling)"
-  )
-  if d["truncated_games"]:
-    line += f"; {d['truncated_games']} games truncated to max_len={d['max_len']} steps"
-  if r["nonfinite_logits"]:
-    line += f"; {r['nonfinite_logits']:,} NON-FINITE logits"
-  return line
-
-
-# ------------------------------------------------------------------------------------------------
-# Reports
-
-
-def format_loss(x: float) -> str:
-  """The paper's loss format: 6 decimals, scientific below 1e-3."""
-  if not np.isfinite(x):
-    return str(x)
-  return f"{x:.6f}" if x >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
-def results_markdown(results: dict[str, dict], run_dir) -> str:
-  """The paper's table plus label groups, first errors, non-finite logits and notes."""
-  any_r = next(iter(results.values()))
-  steps = {r["checkpoint_step"] for r in results.values()}
-  if len(steps) == 1:
-    when = f"checkpoint step {any_r['checkpoint_step']}"
-  else:
-    when = "checkpoint steps " + ", ".join(
-      f"{n} {r['checkpoint_step']}" for n, r in results.items()
-    )
-  lines = [
-    f"# Evaluation of `{run_dir}`",
-    "",
-    f"{any_r['family']} {any_r['size']}, {when}.",
-    "",
-    "| dataset | Loss | Labelwise % | ExactState % | Trajectory % |",
-    "|---|---:|---:|---:|---:|",
-  ]
-  for name, r in results.items():
-    lines.append(
-      f"| {name} | {format_loss(r['loss'])} | {100 * r['labelwise']:.2f} | "
-      f"{100 * r['exact_state']:.2f} | {100 * r['trajectory']:.2f} |"
-    )
-  lines += ["", "## Accuracy per label group (%)", ""]
-  lines.append("| dataset | " + " | ".join(metrics.GROUP_NAMES) + " |")
-  lines.append("|---|" + "---:|" * len(metrics.GROUP_NAMES))
-  for name, r in results.items():
-    cells = " | ".join(f"{100 * r['groups'][g]:.2f}" for g in metrics.GROUP_NAMES)
-    lines.append(f"| {name} | {cells} |")
-  lines += [
-    "",
-    "## First wrong step per game",
-    "",
-    "| dataset | games | games with an error | median first wrong step | games by first wrong "
-    "step (bins of 20 from t = 0) |",
-    "|---|---:|---:|---:|---|",
-  ]
-  for name, r in results.items():
-    fe = r["first_error"]
-    median = "-" if fe["median_step"] is None else f"{fe['median_step']:g}"
-    hist = " ".join(str(x) for x in fe["histogram_bins_of_20"]) or "-"
-    lines.append(f"| {name} | {r['games']} | {fe['games_with_error']} | {median} | {hist} |")
-  lines += [
-    "",
-    "## Data, non-finite logits and throughput",
-    "",
-    "| dataset | path:split | steps | truncated to max_len | non-finite logits | games/s |",
-    "|---|---|---:|---:|---:|---:|",
-  ]
-  for name, r in results.items():
-    d = r["dataset"]
-    lines.append(
-      f"| {name} | `{d['path']}:{d['split']}` | {r['steps']:,} | {d['truncated_games']} "
-      f"(max_len {d['max_len']}) | {r['nonfinite_logits']:,} | {r['games_per_s']:.1f} |"
-    )
-  lines += strata_markdown(results)
-  boards = [(name, b) for name, r in results.items() for b in r["boards"]]
-  if boards:
-    lines += ["", "## Boards at the first wrong step", ""]
-    for name, b in boards:
-      lines.append(
-        f"* {name} game {b['game']} step {b['step']}: [{b['svg']}]({b['svg']}) "
-        f"({len(b['wrong'])} wrong labels)"
-      )
-  if any(r["dataset"]["truncated_games"] for r in results.values()):
-    lines += ["", "Truncated games are scored on their first max_len steps, as in training."]
-  return "\n".join(lines) + "\n"
-
-
-def strata_markdown(results: dict[str, dict]) -> list[str]:
-  """Lines of the strata table: ExactState, the squares' accuracy and the worst label group on
-  the hard steps (`chessjax.world_model.strata`), beside the split's overall ExactState."""
-  lines = [
-    "",
-    "## Hard steps (strata): ExactState % and the worst label group",
-    "",
-    "Steps where a capture, check, king move, promotion, lost castling right or legal en-passant "
-    "capture happens, and the steps right after (`after_`); overall ExactState for comparison.",
-    "",
-    "| dataset | stratum | steps | ExactState % | vs overall | pieces % | worst group (acc. %) |",
-    "|---|---|---:|---:|---:|---:|---|",
-  ]
-  for name, r in results.items():
-    if "strata" not in r:  # Results written before strata existed.
-      continue
-    overall = 100 * r["exact_state"]
-    for stratum, s in r["strata"].items():
-      if not s["steps"]:
-        lines.append(f"| {name} | {stratum} | 0 | - | - | - | - |")
-        continue
-      exact = 100 * s["exact_state"]
-      group, acc = min(s["groups"].items(), key=lambda kv: kv[1])
-      lines.append(
-        f"| {name} | {stratum} | {s['steps']:,} | {exact:.2f} | {exact - overall:+.2f} | "
-        f"{100 * s['groups']['pieces']:.2f} | {group} ({100 * acc:.2f}) |"
-      )
-  return lines
-
-
-def draw_failures(name: str, path, split: str, failures: dict, count: int, out_dir) -> list[dict]:
-  """SVGs of the first `count` failing games (by index); returns what each shows."""
-  for stale in as_path(out_dir).glob(f"{name}_game*_step*.svg"):
-    stale.unlink()  # Boards of an earlier checkpoint would pass for this one's.
-  source = GameSource(path, split) if failures and count > 0 else None
-  drawn = []
-  for g in sorted(failures)[: max(count, 0)]:
-    step, pred = failures[g]
-    game = source[g]
-    true = game["states"][step]
-    move = id_to_move(int(game["moves"][step])) if step > 0 else None
-    where = f"ply {step}, move {move}" if move else "the initial position"
-    title = f"{name} game {g} ({game['example_id']}): first wrong step {step}, after {where}"
-    file = f"{name}_game{g}_step{step}.svg"
-    write_text(as_path(out_dir) / file, failure_svg(pred, true, title, move))
-    wrong = [int(i) for i in np.nonzero(np.asarray(pred) != true)[0]]
-    drawn.append({"game": g, "step": step, "svg": f"boards/{file}", "wrong": wrong})
-  return drawn
 
 
 # ------------------------------------------------------------------------------------------------
@@ -496,20 +265,9 @@ def draw_failures(name: str, path, split: str, failures: dict, count: int, out_d
 
 
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
-    prog="python -m chessjax.world_model.evaluate", description=__doc__.split("\n")[0]
+  ap = cli.workdir_parser(
+    "chessjax.world_model.evaluate", __doc__, datasets="required", batch_size=64
   )
-  ap.add_argument("--workdir", required=True, help="training workdir (config.json, checkpoints/)")
-  ap.add_argument(
-    "--data", nargs="+", required=True, metavar="NAME=PATH[:SPLIT]", help="datasets to score"
-  )
-  ap.add_argument(
-    "--checkpoint",
-    choices=workdir.CHECKPOINTS,
-    default=None,
-    help="default: best if the workdir has WORKDIR/best, else latest",
-  )
-  ap.add_argument("--batch-size", type=int, default=64)
   ap.add_argument("--max-games", type=int, default=None, help="only the first N games of each")
   ap.add_argument("--boards", type=int, default=5, help="failure boards drawn per dataset")
   ap.add_argument(
@@ -519,39 +277,30 @@ def main(argv=None) -> int:
     "--gallery", type=int, default=0, metavar="N", help="page of the N worst games per dataset"
   )
   args = ap.parse_args(argv)
-  runtime.setup_for_workdir(args.workdir)
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-  logging.getLogger("absl").setLevel(logging.WARNING)
   if args.batch_size < 1 or any(x is not None and x < 1 for x in (args.max_games, args.max_len)):
     ap.error("--batch-size, --max-games and --max-len must be positive")
   if args.gallery < 0:
     ap.error("--gallery must be >= 0")
-  try:
-    with processes.fail_together():  # Several processes: one's error stops them all.
-      results = evaluate(
-        args.workdir,
-        workdir.parse_datasets(args.data),
-        which=args.checkpoint,
-        batch_size=args.batch_size,
-        max_games=args.max_games,
-        boards=args.boards,
-        max_len=args.max_len,
-        gallery=args.gallery,
-      )
-  except (ValueError, FileNotFoundError, KeyError) as e:
-    ap.error(str(e))
-  if jax.process_index() == 0:
-    out = as_path(args.workdir) if is_url(args.workdir) else Path(args.workdir)
-    out = out / workdir.EVAL_DIR
-    print()
-    print((out / "results.md").read_text().split("\n## ")[0].strip())
-    print()
-    print(f"metrics:  {', '.join(str(out / f'{n}.json') for n in results)}")
-    print(f"report:   {out / 'results.md'}")
-    print(f"plot:     {out / 'prefix_bins.png'}")
-    n_boards = sum(len(r["boards"]) for r in results.values())
-    print(f"boards:   {n_boards} SVGs under {out / 'boards'}")
-  return 0
+
+  def run():  # Every other flag but --data is a parameter of `evaluate`.
+    datasets = cli.datasets(args)
+    return evaluate(args.workdir, datasets, which=args.checkpoint, **cli.other_flags(args, "data"))
+
+  report = partial(_print_report, args.workdir)
+  return cli.run_workdir_command(ap, args, run, report=report, logs=True)
+
+
+def _print_report(run_dir, results: dict) -> None:
+  out = as_path(run_dir) if is_url(run_dir) else Path(run_dir)
+  out = out / workdir.EVAL_DIR
+  print()
+  print((out / "results.md").read_text().split("\n## ")[0].strip())
+  print()
+  print(f"metrics:  {', '.join(str(out / f'{n}.json') for n in results)}")
+  print(f"report:   {out / 'results.md'}")
+  print(f"plot:     {out / 'prefix_bins.png'}")
+  n_boards = sum(len(r["boards"]) for r in results.values())
+  print(f"boards:   {n_boards} SVGs under {out / 'boards'}")
 
 
 if __name__ == "__main__":

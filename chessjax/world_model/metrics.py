@@ -14,7 +14,8 @@ mask bool [B, T] (True on a game's steps, t = 0 included).
 
 Everything is computed from additive sufficient statistics (`batch_stats`, jittable) summed by
 `Accumulator`, so metrics over a whole split streamed batch by batch equal `state_metrics` on
-the concatenated arrays.
+the concatenated arrays. `GameScores` keeps what an evaluation reports per game (and per step
+and stratum) beside them.
 """
 
 import jax
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from chessjax import labels
+from chessjax.world_model import strata
 
 BIN_WIDTH = 20
 GROUP_NAMES = tuple(name for name, *_ in labels.GROUPS)
@@ -190,6 +192,77 @@ class Accumulator:
         "histogram_bins_of_20": np.bincount(failed // BIN_WIDTH).astype(int).tolist(),
       },
       "nonfinite_logits": int(t["nonfinite_logits"]),
+    }
+
+
+class GameScores:
+  """Per-game scores of a split, added one batch at a time (`add`) and read at the end (`result`),
+  as `strata.StrataAccumulator` sums its strata (which it feeds, game by game).
+
+  `scored` int[N]: the steps scored of each of the split's N games (its length, cut to the
+  evaluation's max_len); `flags`: each game's `strata.game_flags`, in the same order.
+  """
+
+  def __init__(self, scored: np.ndarray, flags: list[np.ndarray]):
+    n = len(scored)
+    self.scored, self.flags = scored, flags
+    self.first_steps = np.full(n, -2, dtype=np.int64)  # -2: not seen yet.
+    self.exact_steps = np.zeros(n, dtype=np.int64)
+    self.game_loss = np.zeros(n, dtype=np.float64)
+    self.ply = {k: np.zeros(int(scored.max()), np.int64) for k in ("steps", "exact", "correct")}
+    self.failures: dict[int, tuple[int, np.ndarray]] = {}
+    self.strata = strata.StrataAccumulator()
+
+  def add(self, stats: dict, extras: dict) -> None:
+    """One batch's `batch_stats` (its `first_error`) and per-game extras (host arrays): `index`
+    int[B] (game in the split, -1 pad rows), `pred_first` [B, 75] (argmax labels at the first
+    wrong step), `group_hits` [B, T, G] (right labels per label group) and `game_ce` [B] (summed
+    cross-entropy)."""
+    rows = zip(
+      extras["index"],
+      stats["first_error"],
+      extras["pred_first"],
+      extras["group_hits"],
+      extras["game_ce"],
+      strict=True,
+    )
+    for g, first, pred, hits, ce in rows:
+      if g < 0:
+        continue
+      self.game_loss[g] = ce / (labels.NUM_LABELS * self.scored[g])
+      n = self.scored[g]
+      hits = hits[:n]
+      exact = (hits == strata.GROUP_SIZES).all(-1)
+      self.exact_steps[g] = exact.sum()
+      self.ply["steps"][:n] += 1
+      self.ply["exact"][:n] += exact
+      self.ply["correct"][:n] += hits.sum(-1, dtype=np.int64)
+      self.strata.add(self.flags[g][:n], exact, hits)
+      if first == np.iinfo(np.int32).max:
+        self.first_steps[g] = -1
+      else:
+        self.first_steps[g] = first
+        self.failures[int(g)] = (int(first), np.array(pred))
+
+  @property
+  def unseen(self) -> int:
+    """How many games no batch has held yet."""
+    return int((self.first_steps == -2).sum())
+
+  def result(self) -> dict:
+    """`first_error_steps` (int per game, -1 when never wrong), `exact_steps` (exact steps per
+    game), `game_loss` (each game's mean per-label cross-entropy) and `max_game_loss`, `per_ply`
+    (steps scored, exact steps and right labels at each step t), `strata`
+    (`strata.StrataAccumulator.result`) and `failures` (game -> (first wrong step, predicted labels
+    there); not JSON)."""
+    return {
+      "first_error_steps": self.first_steps.tolist(),
+      "exact_steps": self.exact_steps.tolist(),
+      "game_loss": self.game_loss.tolist(),
+      "per_ply": {k: v.tolist() for k, v in self.ply.items()},
+      "max_game_loss": float(self.game_loss.max()),
+      "strata": self.strata.result(),
+      "failures": self.failures,
     }
 
 

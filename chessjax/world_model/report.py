@@ -36,7 +36,7 @@ from matplotlib import ticker
 from chessjax.files import write_figure, write_json, write_text
 from chessjax.models import abstract_model, count_params
 from chessjax.plotting import plt
-from chessjax.workdir import SUMMARY, find_workdirs
+from chessjax.workdir import EVAL_DIR, SUMMARY, find_workdirs
 from chessjax.world_model import selection
 from chessjax.world_model.grid import MAIN, PAIRS, SIZES
 
@@ -68,7 +68,7 @@ def load_runs(roots) -> tuple[list[selection.RunRecord], dict[str, dict], list[s
       continue
     runs.append(run)
     evals[run.workdir] = {
-      p.stem: json.loads(p.read_text()) for p in sorted((workdir / "eval").glob("*.json"))
+      p.stem: json.loads(p.read_text()) for p in sorted((workdir / EVAL_DIR).glob("*.json"))
     }
   return runs, evals, notes
 
@@ -125,29 +125,34 @@ def _val(run, key):
   return None if v is None else float(v)
 
 
-def build_tables(runs, evals, paper: dict, real: str = "real", random: str = "random") -> dict:
-  """Every table as {"title", "columns", "rows"}: our numbers per row plus `paper` and `workdir`."""
-  winners, choices = final_runs(runs)
-  ptab = paper["tables"]
+class _Paper:
+  """The published tables (`paper_results.json`): each one's title, a cell's row, and the cells
+  of a table with ours, in the paper's order first."""
 
-  def paper_row(table, family, size, split=None):
-    for r in ptab[table]["rows"]:
+  def __init__(self, paper: dict):
+    self.tables = paper["tables"]
+
+  def title(self, table: str) -> str:
+    return self.tables[table]["title"]
+
+  def row(self, table, family, size, split=None):
+    for r in self.tables[table]["rows"]:
       if r["family"] == family and r["size"] == size and (split is None or r["split"] == split):
         return {k: v for k, v in r.items() if k not in ("family", "size", "split")}
     return None
 
-  def cells(table, extra=()):
-    """Our cells and the paper's, in the paper's order first."""
-    seen = [(r["family"], r["size"]) for r in ptab[table]["rows"]] if table else []
+  def cells(self, table, extra=()):
+    seen = [(r["family"], r["size"]) for r in self.tables[table]["rows"]] if table else []
     return list(dict.fromkeys([*seen, *sorted(extra, key=_cell_key)]))
 
-  tables = {}
-  # Table 4: parameters.
+
+def table4(runs, paper: _Paper) -> dict:
+  """Table 4: parameters (millions) of every cell with a run."""
   rows = []
   param_runs = {}
   for run in runs:
     param_runs.setdefault(run.cell, run)
-  for family, size in cells("table4", param_runs):
+  for family, size in paper.cells("table4", param_runs):
     run = param_runs.get((family, size))
     value, source = params_millions(run) if run else (None, None)
     rows.append(
@@ -157,15 +162,17 @@ def build_tables(runs, evals, paper: dict, real: str = "real", random: str = "ra
         "params_m": value,
         "params_source": source,
         "workdir": run.workdir if run else None,
-        "paper": paper_row("table4", family, size),
+        "paper": paper.row("table4", family, size),
       }
     )
-  tables["table4"] = {"title": ptab["table4"]["title"], "columns": ["params_m"], "rows": rows}
+  return {"title": paper.title("table4"), "columns": ["params_m"], "rows": rows}
 
-  # Table 5: best stage-1 configuration per cell, validation snapshot.
+
+def table5(winners, paper: _Paper) -> dict:
+  """Table 5: the best stage-1 configuration per cell, its validation snapshot."""
   cols5 = ["val_loss", "exact_state", "labelwise", "trajectory", "lr", "warmup", "b2", "wd"]
   rows = []
-  for family, size in cells("table5", winners):
+  for family, size in paper.cells("table5", winners):
     w = winners.get((family, size))
     row = {"family": family, "size": size}
     if w:
@@ -181,21 +188,22 @@ def build_tables(runs, evals, paper: dict, real: str = "real", random: str = "ra
       )
     else:
       row.update({c: None for c in cols5})
-    row.update(workdir=w.workdir if w else None, paper=paper_row("table5", family, size))
+    row.update(workdir=w.workdir if w else None, paper=paper.row("table5", family, size))
     rows.append(row)
-  tables["table5"] = {"title": ptab["table5"]["title"], "columns": cols5, "rows": rows}
+  return {"title": paper.title("table5"), "columns": cols5, "rows": rows}
 
-  # Tables 6 and 7: the two floors of the selected configuration; its hyperparameters.
+
+def table6(choices, paper: _Paper) -> dict:
+  """Table 6: the two cosine floors of each cell's selected configuration."""
   cols6 = ["best_floor", "best_val_loss", "other_floor", "other_val_loss", "exact_state"]
   cols6.append("labelwise")
-  cols7 = ["lr", "warmup", "b2", "wd", "lr_floor"]
-  rows6, rows7 = [], []
-  for family, size in cells("table6", choices):
+  rows = []
+  for family, size in paper.cells("table6", choices):
     c = choices.get((family, size))
     best = c.best if c else None
     other = c.other[0] if c and c.other else None
-    row6 = {"family": family, "size": size}
-    row6.update(
+    row = {"family": family, "size": size}
+    row.update(
       best_floor=best.floor if best else None,
       best_val_loss=best.val_loss if best else None,
       other_floor=other.floor if other else None,
@@ -205,78 +213,93 @@ def build_tables(runs, evals, paper: dict, real: str = "real", random: str = "ra
       workdir=best.workdir if best else None,
       other_workdir=other.workdir if other else None,
       replaced=[selection.hyper_name(h) + ": " + why for h, why in c.replaced] if c else [],
-      paper=paper_row("table6", family, size),
+      paper=paper.row("table6", family, size),
     )
-    rows6.append(row6)
-    row7 = {"family": family, "size": size}
+    rows.append(row)
+  return {"title": paper.title("table6"), "columns": cols6, "rows": rows}
+
+
+def table7(choices, paper: _Paper) -> dict:
+  """Table 7: the final hyperparameters of each cell (those of Table 6's better floor)."""
+  cols7 = ["lr", "warmup", "b2", "wd", "lr_floor"]
+  rows = []
+  for family, size in paper.cells("table6", choices):  # Table 6's cells, in its order.
+    c = choices.get((family, size))
+    best = c.best if c else None
+    row = {"family": family, "size": size}
     if best:
-      row7.update(lr=best.lr, warmup=best.warmup, b2=best.b2, wd=best.wd, lr_floor=best.floor)
+      row.update(lr=best.lr, warmup=best.warmup, b2=best.b2, wd=best.wd, lr_floor=best.floor)
     else:
-      row7.update({k: None for k in cols7})
-    row7.update(workdir=best.workdir if best else None, paper=paper_row("table7", family, size))
-    rows7.append(row7)
-  tables["table6"] = {"title": ptab["table6"]["title"], "columns": cols6, "rows": rows6}
-  tables["table7"] = {"title": ptab["table7"]["title"], "columns": cols7, "rows": rows7}
+      row.update({k: None for k in cols7})
+    row.update(workdir=best.workdir if best else None, paper=paper.row("table7", family, size))
+    rows.append(row)
+  return {"title": paper.title("table7"), "columns": cols7, "rows": rows}
 
-  # Tables 8-10: test results of the final runs.
-  def test_rows(table, families_ok, splits):
-    out = []
-    ours = [cell for cell in choices if families_ok(cell[0])]
-    for family, size in cells(table, ours):
-      c = choices.get((family, size))
-      for label, name in splits:
-        result = evals.get(c.best.workdir, {}).get(name) if c and c.best else None
-        row = {"family": family, "size": size, "split": label}
-        for m in METRICS:
-          v = None if result is None else result.get(m)
-          row[m] = _pct(v) if m in PERCENT else (None if v is None else float(v))
-        row.update(
-          workdir=c.best.workdir if result is not None else None,
-          eval_file=f"eval/{name}.json" if result is not None else None,
-          paper=paper_row(table, family, size, label),
-        )
-        out.append(row)
-    return out
 
-  both = (("real", real), ("random", random))
-  tables["table8"] = {
-    "title": ptab["table8"]["title"],
-    "columns": list(METRICS),
-    "rows": test_rows("table8", lambda f: f not in VARIANTS, both),
-  }
-  tables["table9"] = {
-    "title": ptab["table9"]["title"],
-    "columns": list(METRICS),
-    "rows": test_rows("table9", lambda f: f in VARIANTS, (("real", real),)),
-  }
-  tables["table10"] = {
-    "title": ptab["table10"]["title"],
-    "columns": list(METRICS),
-    "rows": test_rows("table10", lambda f: f in VARIANTS, (("random", random),)),
-  }
-
-  # Tables 11-12: random-uniform prefix bins of the final runs (the paper: d512 only).
-  bin_cols = [f"bin_{s}_{s + 20}" for s in BIN_STARTS]
-  for table, metric in (("table11", "exact_state"), ("table12", "labelwise")):
-    rows = []
-    ours = [cell for cell in choices if cell[0] not in VARIANTS]
-    for family, size in cells(table, ours):
-      c = choices.get((family, size))
-      result = evals.get(c.best.workdir, {}).get(random) if c and c.best else None
-      row = {"family": family, "size": size, "split": "random"}
-      bins = (result or {}).get("bins") or {}
-      starts = bins.get("start", [])
-      for s, col in zip(BIN_STARTS, bin_cols, strict=True):
-        v = bins[metric][starts.index(s)] if s in starts else None
-        row[col] = _pct(v)
+def results_table(table, choices, evals, paper: _Paper, families_ok, splits) -> dict:
+  """Tables 8-10: test results of the final runs of the families `families_ok` accepts, on
+  `splits` ((label, dataset name in WORKDIR/eval), ...)."""
+  rows = []
+  ours = [cell for cell in choices if families_ok(cell[0])]
+  for family, size in paper.cells(table, ours):
+    c = choices.get((family, size))
+    for label, name in splits:
+      result = evals.get(c.best.workdir, {}).get(name) if c and c.best else None
+      row = {"family": family, "size": size, "split": label}
+      for m in METRICS:
+        v = None if result is None else result.get(m)
+        row[m] = _pct(v) if m in PERCENT else (None if v is None else float(v))
       row.update(
         workdir=c.best.workdir if result is not None else None,
-        eval_file=f"eval/{random}.json" if result is not None else None,
-        paper=paper_row(table, family, size),
+        eval_file=f"{EVAL_DIR}/{name}.json" if result is not None else None,
+        paper=paper.row(table, family, size, label),
       )
       rows.append(row)
-    tables[table] = {"title": ptab[table]["title"], "columns": bin_cols, "rows": rows}
-  return tables
+  return {"title": paper.title(table), "columns": list(METRICS), "rows": rows}
+
+
+def bins_table(table, metric: str, choices, evals, paper: _Paper, random: str) -> dict:
+  """Tables 11-12: `metric` per random-uniform prefix bin of the final runs (the paper: d512)."""
+  bin_cols = [f"bin_{s}_{s + 20}" for s in BIN_STARTS]
+  rows = []
+  ours = [cell for cell in choices if cell[0] not in VARIANTS]
+  for family, size in paper.cells(table, ours):
+    c = choices.get((family, size))
+    result = evals.get(c.best.workdir, {}).get(random) if c and c.best else None
+    row = {"family": family, "size": size, "split": "random"}
+    bins = (result or {}).get("bins") or {}
+    starts = bins.get("start", [])
+    for s, col in zip(BIN_STARTS, bin_cols, strict=True):
+      v = bins[metric][starts.index(s)] if s in starts else None
+      row[col] = _pct(v)
+    row.update(
+      workdir=c.best.workdir if result is not None else None,
+      eval_file=f"{EVAL_DIR}/{random}.json" if result is not None else None,
+      paper=paper.row(table, family, size),
+    )
+    rows.append(row)
+  return {"title": paper.title(table), "columns": bin_cols, "rows": rows}
+
+
+def build_tables(runs, evals, paper: dict, real: str = "real", random: str = "random") -> dict:
+  """Every table as {"title", "columns", "rows"}: our numbers per row plus `paper` and `workdir`.
+  `real` and `random` name the test datasets in each final run's WORKDIR/eval."""
+  winners, choices = final_runs(runs)
+  p = _Paper(paper)
+  main, variant = (lambda f: f not in VARIANTS), (lambda f: f in VARIANTS)
+  return {
+    "table4": table4(runs, p),
+    "table5": table5(winners, p),
+    "table6": table6(choices, p),
+    "table7": table7(choices, p),
+    "table8": results_table(
+      "table8", choices, evals, p, main, (("real", real), ("random", random))
+    ),
+    "table9": results_table("table9", choices, evals, p, variant, (("real", real),)),
+    "table10": results_table("table10", choices, evals, p, variant, (("random", random),)),
+    "table11": bins_table("table11", "exact_state", choices, evals, p, random),
+    "table12": bins_table("table12", "labelwise", choices, evals, p, random),
+  }
 
 
 # ------------------------------------------------------------------------------------------------

@@ -7,8 +7,10 @@ they are (`chessjax.data.rows.GameRows`: moves, states, mask).
 """
 
 import jax.numpy as jnp
+import numpy as np
 
 from chessjax.data.rows import GameRows
+from chessjax.encoding import PAD_ID
 from chessjax.world_model import metrics, plots
 
 
@@ -18,6 +20,7 @@ class WorldModelTask:
   rows = eval_rows = GameRows()
   selection_metric = "loss"
   batch_keys = GameRows.keys  # moves int32[B, T], states uint8[B, T, 75], mask bool[B, T]
+  pad_id = PAD_ID
 
   def loss(self, model, batch: dict, *, train: bool):
     logits = model(batch["moves"], train=train)
@@ -34,6 +37,11 @@ class WorldModelTask:
 
   def accumulator(self) -> metrics.Accumulator:
     return metrics.Accumulator()
+
+  def probe_positions(self, game: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The stored moves (START first) as the model reads them; move t is read at step t."""
+    moves = np.asarray(game["moves"])
+    return moves.astype(np.int32), np.arange(1, len(moves))
 
   def summarize(self, result: dict):
     """(log line, TensorBoard scalars, TensorBoard images) of a validation result."""

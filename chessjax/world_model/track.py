@@ -88,7 +88,7 @@ def track(
     ucis = ucis.split()
   ucis = list(ucis)
   if restored is None:
-    restored = workdir.restore(run_dir, workdir.default_checkpoint(run_dir))
+    restored = workdir.restore(run_dir)
   data_ep_mode, data_variant = training_encoding(run_dir)
   ep_mode, variant = ep_mode or data_ep_mode, variant or data_variant
   moves, states = encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     ep_mode, variant = args.ep_mode or data_ep_mode, args.variant or data_variant
     ucis = read_pgn_mainline(args.pgn, variant) if args.pgn else args.moves.split()
     encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
-    restored = workdir.restore(args.workdir, workdir.default_checkpoint(args.workdir))
+    restored = workdir.restore(args.workdir)
     steps = track(args.workdir, ucis, restored=restored, ep_mode=ep_mode, variant=variant)
   except (ValueError, FileNotFoundError, OSError) as e:
     ap.error(str(e))

@@ -1,4 +1,5 @@
-"""Linear probes of every layer's hidden state (`chessjax.lm.linear_probe`)."""
+"""Linear probes of every layer's hidden state: the probe (`chessjax.probe`), the positions each
+task gives it (`Task.probe_positions`) and the workdir command (`chessjax.lm.linear_probe`)."""
 
 import json
 
@@ -6,7 +7,9 @@ import numpy as np
 import pytest
 from conftest import optimized_xla
 
+from chessjax import cli, probe
 from chessjax.data.source import GameSource
+from chessjax.encoding import PAD_ID
 from chessjax.lm import linear_probe as lp
 from chessjax.lm import tokens as tk
 from chessjax.lm.task import LanguageModelTask
@@ -37,9 +40,9 @@ def test_probe_fits_linearly_separable_features():
   onehot = np.eye(13, dtype=np.float32)[boards].reshape(len(boards), -1)
   mix = RNG.normal(size=(onehot.shape[1], 900)).astype(np.float32)
   x = 3.0 * onehot @ mix + 1.0
-  probe = lp.fit_probe(x[:n_train], boards[:n_train], steps=300, batch_size=512)
-  acc = lp.accuracies(
-    lp.predict_probe(probe, x[n_train:]), boards[n_train:], np.ones_like(boards[n_train:], bool)
+  fitted = probe.fit_probe(x[:n_train], boards[:n_train], steps=300, batch_size=512)
+  acc = probe.accuracies(
+    probe.predict_probe(fitted, x[n_train:]), boards[n_train:], np.ones_like(boards[n_train:], bool)
   )
   assert acc["all"] > 0.99 and acc["nonempty"] > 0.99 and acc["changed"] > 0.99
 
@@ -48,13 +51,13 @@ def test_probe_without_signal_is_majority():
   n_train, n_test = 2000, 500
   boards = _boards(n_train + n_test)
   x = RNG.normal(size=(len(boards), 32)).astype(np.float32)  # independent of the boards
-  probe = lp.fit_probe(x[:n_train], boards[:n_train], steps=300, batch_size=512)
+  fitted = probe.fit_probe(x[:n_train], boards[:n_train], steps=300, batch_size=512)
   test = boards[n_train:]
   changed = RNG.random(test.shape) < 0.1
-  acc = lp.accuracies(lp.predict_probe(probe, x[n_train:]), test, changed)
-  majority = lp.majority_classes(boards[:n_train])
+  acc = probe.accuracies(probe.predict_probe(fitted, x[n_train:]), test, changed)
+  majority = probe.majority_classes(boards[:n_train])
   assert (majority == 0).all()
-  base = lp.accuracies(np.broadcast_to(majority, test.shape), test, changed)
+  base = probe.accuracies(np.broadcast_to(majority, test.shape), test, changed)
   assert base["nonempty"] == 0.0
   assert abs(acc["all"] - base["all"]) < 0.03  # ~0.6: the probe learns only the biases
   assert acc["nonempty"] < 0.05
@@ -66,11 +69,11 @@ def test_accuracies_subsets():
   pred[0, 16] = 0  # a non-empty square wrong
   changed = np.zeros_like(labels, bool)
   changed[0, 15:17] = True  # one right, one wrong
-  acc = lp.accuracies(pred, labels, changed)
+  acc = probe.accuracies(pred, labels, changed)
   assert acc["all"] == pytest.approx(63 / 64)
   assert acc["nonempty"] == pytest.approx(31 / 32)
   assert acc["changed"] == pytest.approx(0.5)
-  assert lp.accuracies(pred, labels, np.zeros_like(changed))["changed"] is None
+  assert probe.accuracies(pred, labels, np.zeros_like(changed))["changed"] is None
 
 
 @pytest.mark.parametrize("notation", ["uci", "ap"])
@@ -82,22 +85,38 @@ def test_lm_move_ends(small_dataset, notation):
   promotions = 0
   for g in range(len(source)):
     game = source[g]
-    ids, ends = lp.move_end_positions(game, task)
+    ids, ends = task.probe_positions(game)
     _, to, promo = tk.decode_moves(game["moves"])
     assert len(ends) == len(to) and ends[-1] == len(ids) - 1  # the last input token ends a move
     expect = np.where(promo > 0, vocab.promo_ids[promo], vocab.square_ids[to])
     np.testing.assert_array_equal(ids[ends], expect)
     promotions += int((promo > 0).sum())
-  assert promotions > 0
+  assert promotions > 0 and task.pad_id == vocab.pad_id
 
 
 def test_world_model_move_ends(small_dataset):
   from chessjax.world_model.task import WorldModelTask
 
   game = GameSource(small_dataset, "train")[0]
-  ids, ends = lp.move_end_positions(game, WorldModelTask())
+  ids, ends = WorldModelTask().probe_positions(game)
   np.testing.assert_array_equal(ids, game["moves"])
   np.testing.assert_array_equal(ends, np.arange(1, len(ids)))
+  assert ids.dtype == np.int32 and WorldModelTask.pad_id == PAD_ID
+
+
+def test_which_is_a_deprecated_alias_of_checkpoint(tmp_path, capsys):
+  ap = cli.workdir_parser("chessjax.lm.linear_probe", "doc", deprecated_checkpoint=("--which",))
+  assert ap.parse_args(["--workdir", "w", "--which", "latest"]).checkpoint == "latest"
+  assert "warning: --which is deprecated; use --checkpoint latest" in capsys.readouterr().err
+  assert ap.parse_args(["--workdir", "w", "--checkpoint", "best"]).checkpoint == "best"
+  assert ap.parse_args(["--workdir", "w"]).checkpoint is None
+  assert capsys.readouterr().err == ""
+  with pytest.raises(SystemExit):
+    ap.parse_args(["--workdir", "w", "--which", "newest"])  # The same choices.
+  with pytest.raises(SystemExit):  # The command reads it, warns, then reports the bad workdir.
+    lp.main(["--workdir", str(tmp_path / "missing"), "--which", "best"])
+  err = capsys.readouterr().err
+  assert "--which is deprecated" in err and "not a training workdir" in err
 
 
 @pytest.fixture(scope="module")

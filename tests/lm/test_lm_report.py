@@ -17,7 +17,6 @@ import pytest
 from chessjax.data import source
 from chessjax.lm import evaluate, probing, report
 from chessjax.lm import tokens as tk
-from configs import lm as lm_config
 
 VOCAB = tk.Vocab.default()
 PAPER = report.paper_results()
@@ -125,21 +124,11 @@ def test_paper_results_are_consistent():
   assert report.TUNED_P == {"S": 0.25, "M": 0.25, "L": 0.15}
 
 
-def test_launch_list_covers_the_papers_grid(capsys):
-  assert report.main(["--launch-list", "--data", "data/lm", "--sets", "data/probing"]) == 0
-  lines = capsys.readouterr().out.splitlines()
-  train_lines = [x for x in lines if x.startswith("python -m chessjax.main")]
-  assert len(train_lines) == 3 * 7 and len(lines) == 2 * 3 * 7 + 1
-  assert lines[-1] == "python -m chessjax.lm.report --runs runs/lm_rap --out runs/lm_rap/report"
-  ps = set()
-  for line in train_lines:
-    arg = line.split("--config=configs/lm.py:")[1].split()[0]
-    parsed = lm_config.parse_arg(arg)  # Every printed config is one configs/lm.py accepts.
-    ps.add((parsed["train"], parsed["notation"], parsed["rap_p"]))
-    assert "--config.data.train=data/lm" in line
-  want = {(t, "rap", p) for t in "SML" for p in PAPER["rap_p"]["grid"]}
-  assert ps == want | {(t, "uci", 0.0) for t in "SML"}
-  assert all("--sets data/probing" in x for x in lines if "chessjax.lm.evaluate" in x)
+def test_the_launch_list_moved_to_launch(capsys):
+  with pytest.raises(SystemExit):
+    report.main(["--launch-list", "--data", "data/lm", "--sets", "data/probing"])
+  err = capsys.readouterr().err
+  assert "moved: python -m launch.lm_sweep --data data/lm --sets data/probing" in err
 
 
 # ------------------------------------------------------------------------------------------------

@@ -131,7 +131,15 @@ def test_early_stopping_keeps_the_best_checkpoint(small_dataset, tmp_path):
   summary = train.train_and_evaluate(config, tmp_path / "w")
   assert summary["stopped_early"] and summary["steps"] == 6 and summary["best_step"] == 4
   best = workdir.restore(tmp_path / "w", which="best")
-  assert best.step == 4 and workdir.restore(tmp_path / "w").step == 6
+  assert best.step == 4 and workdir.restore(tmp_path / "w", which="latest").step == 6
+  # Unless told, `restore` takes the best checkpoint when there is one, else the latest; a step
+  # names a checkpoint under WORKDIR/checkpoints.
+  chosen = workdir.restore(tmp_path / "w")
+  assert (chosen.checkpoint, chosen.step) == ("best", 4)
+  assert workdir.restore(tmp_path / "w", step=6).checkpoint == "latest"
+  (tmp_path / "w" / "best").rename(tmp_path / "w" / "best.moved")
+  assert workdir.restore(tmp_path / "w").checkpoint == "latest"
+  (tmp_path / "w" / "best.moved").rename(tmp_path / "w" / "best")
   again = train.train_and_evaluate(config, tmp_path / "w")
   assert again["steps"] == 6 and again["resumed_from"] == 6
 

@@ -248,7 +248,7 @@ def test_lm_trains_resumes_and_keeps_its_features(lm_dataset, tmp_path):
   run = tmp_path / "run"
   first = train.train_and_evaluate(_lm_config(lm_dataset, 3), run)
   assert first["steps"] == 3 and np.isfinite(first["validation"]["loss"])
-  restored = workdir.restore(run)
+  restored = workdir.restore(run, which="latest")
   backbone = nnx.merge(
     restored.fns.graphdef, restored.state["params"], restored.state["model_state"]
   ).backbone
@@ -257,7 +257,9 @@ def test_lm_trains_resumes_and_keeps_its_features(lm_dataset, tmp_path):
   second = train.train_and_evaluate(_lm_config(lm_dataset, 6), run)
   assert second["steps"] == 6 and second["resumed_from"] == 3
   backbone = nnx.merge(
-    *(lambda r: (r.fns.graphdef, r.state["params"], r.state["model_state"]))(workdir.restore(run))
+    *(lambda r: (r.fns.graphdef, r.state["params"], r.state["model_state"]))(
+      workdir.restore(run, which="latest")
+    )
   ).backbone
   # Forwards 3, 4, 5: counter 1, 2, then a redraw before forward 5.
   assert int(backbone.redraws[...]) == 2 and int(backbone.redraw_calls[...]) == 0

@@ -18,7 +18,7 @@ from conftest import REPO, SMOKE_FAMILY
 from chessjax import encoding, labels, train, workdir
 from chessjax.data import GameSource, read_manifest, source
 from chessjax.encoding import PAD_ID
-from chessjax.world_model import boards, evaluate, metrics, strata, track
+from chessjax.world_model import boards, eval_report, evaluate, metrics, strata, track
 from configs import cwm
 from data_prep import process_pgn
 
@@ -59,7 +59,7 @@ def run_dir(data, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def restored(run_dir):
-  return workdir.restore(run_dir)
+  return workdir.restore(run_dir, which="latest")
 
 
 def _padded_games(path, split, max_len):
@@ -134,7 +134,7 @@ def test_streamed_metrics_equal_direct_metrics(run_dir, data, restored):
 
   md = (out / "results.md").read_text()
   assert "| dataset | Loss | Labelwise % | ExactState % | Trajectory % |" in md
-  row = f"| real | {evaluate.format_loss(r['loss'])} | {100 * r['labelwise']:.2f} |"
+  row = f"| real | {eval_report.format_loss(r['loss'])} | {100 * r['labelwise']:.2f} |"
   assert row in md and "## Accuracy per label group" in md and "non-finite" in md
   assert (out / "prefix_bins.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -200,14 +200,14 @@ def test_perfect_predictions_draw_no_boards(run_dir, data, restored, monkeypatch
 
 def test_cli_prints_table_and_limits_games(run_dir, data, restored, monkeypatch, capsys):
   asked = []
-  monkeypatch.setattr(workdir, "restore", lambda wd, which: asked.append(which) or restored)
+  monkeypatch.setattr(workdir, "restore", lambda wd, which=None: asked.append(which) or restored)
   argv = ["--workdir", str(run_dir), "--data", f"a={data['real']}:train", f"b={data['single']}"]
   assert evaluate.main(argv + ["--max-games", "5", "--boards", "1", "--batch-size", "2"]) == 0
   out = capsys.readouterr().out
   assert "| a |" in out and "| b |" in out and "results.md" in out and "prefix_bins.png" in out
   a = json.loads((run_dir / "eval" / "a.json").read_text())
   assert a["games"] == 5 and a["dataset"]["split"] == "train" and len(a["boards"]) <= 1
-  assert asked == [workdir.default_checkpoint(run_dir)]  # Best when training validated.
+  assert asked == [None]  # `restore`'s own choice: best when training validated, else latest.
 
 
 def test_bad_arguments_fail_clearly(run_dir, data, tmp_path, capsys):
@@ -241,7 +241,7 @@ def test_track_prints_every_ply(run_dir, restored, monkeypatch, capsys, tmp_path
   assert steps[5]["san"] == "Bb5" and steps[0]["move"] is None
   assert all(s["exact"] == (s["wrong"] == []) for s in steps)
 
-  monkeypatch.setattr(workdir, "restore", lambda wd, which: restored)
+  monkeypatch.setattr(workdir, "restore", lambda wd, which=None: restored)
   assert track.main(["--workdir", str(run_dir), "--moves", " ".join(OPENING), "--ascii"]) == 0
   out = capsys.readouterr().out
   for rank in "87654321":
@@ -414,7 +414,7 @@ def test_gallery_and_track_pages(run_dir, data, restored, monkeypatch, tmp_path)
   # Self-contained: no resource loaded from elsewhere (game ids may be lichess URLs: data).
   assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//|fetch\(|XMLHttpRequest""", text)
 
-  monkeypatch.setattr(workdir, "restore", lambda wd, which: restored)
+  monkeypatch.setattr(workdir, "restore", lambda wd, which=None: restored)
   out = tmp_path / "game.html"
   argv = ["--workdir", str(run_dir), "--moves", " ".join(OPENING), "--html", str(out)]
   assert track.main(argv) == 0

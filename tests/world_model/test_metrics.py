@@ -130,3 +130,49 @@ def test_cross_entropy_and_its_hand_written_gradient_match_autodiff(batch):
     m = jnp.asarray(mask)
     g_loss = jax.jit(jax.grad(metrics.loss_fn))(logits, jnp.asarray(states), m)
     assert np.all(np.asarray(g_loss)[~mask] == 0.0) and np.abs(g_loss[mask]).max() > 0
+
+
+def test_game_scores_sum_each_game_once_in_any_batch_order():
+  """`GameScores` on three games in two batches (a pad row, games out of order): game 0 has one
+  wrong label at step 1, a capture step; games 1 and 2 are exact."""
+  from chessjax.world_model import strata
+
+  sizes, never = strata.GROUP_SIZES, np.iinfo(np.int32).max
+  scored = np.array([3, 2, 4])
+  flags = [np.zeros((5, len(strata.NAMES)), bool) for _ in range(3)]  # Whole games: 5 steps.
+  flags[0][1, strata.NAMES.index("capture")] = True
+  hits = np.broadcast_to(sizes, (3, 4, len(sizes))).astype(np.uint8).copy()
+  hits[0, 1, 0] -= 1
+  pred = np.arange(3 * labels.NUM_LABELS).reshape(3, -1) % 13
+
+  def batch(games):
+    first = {0: 1, 1: never, 2: never}
+    ce = {0: 0.5 * labels.NUM_LABELS * 3, 1: 1.0 * labels.NUM_LABELS * 2, 2: 0.0}
+    pick = lambda x, pad: np.stack([x[g] if g >= 0 else pad for g in games])  # noqa: E731
+    stats = {"first_error": np.array([first[g] if g >= 0 else -1 for g in games], np.int32)}
+    extras = {
+      "index": np.array(games, np.int32),
+      "pred_first": pick(pred, pred[0] * 0),
+      "group_hits": pick(hits, hits[0] * 0),
+      "game_ce": np.array([ce[g] if g >= 0 else 0.0 for g in games], np.float32),
+    }
+    return stats, extras
+
+  scores = metrics.GameScores(scored, flags)
+  scores.add(*batch([2, 0, -1]))
+  assert scores.unseen == 1
+  scores.add(*batch([1]))
+  assert scores.unseen == 0
+  r = scores.result()
+  assert r["first_error_steps"] == [1, -1, -1] and r["exact_steps"] == [2, 2, 4]
+  assert r["game_loss"] == pytest.approx([0.5, 1.0, 0.0]) and r["max_game_loss"] == 1.0
+  assert r["per_ply"] == {
+    "steps": [3, 3, 2, 1],
+    "exact": [3, 2, 2, 1],
+    "correct": [3 * 75, 3 * 75 - 1, 2 * 75, 75],
+  }
+  assert list(r["failures"]) == [0] and r["failures"][0][0] == 1
+  np.testing.assert_array_equal(r["failures"][0][1], pred[0])
+  capture = r["strata"]["capture"]
+  assert capture["steps"] == 1 and capture["exact_state"] == 0.0
+  assert capture["groups"]["pieces"] == pytest.approx(63 / 64)
