@@ -273,10 +273,10 @@ LONG_RECORDS = {
 
 @pytest.mark.parametrize("name", sorted(LONG_RECORDS))
 def test_long_games_tables_are_the_bench_rendering_of_the_record(name):
-  """docs/world_model.md's long-game tables are what `bench_cwm_mini` renders from the committed
+  """docs/world_model.md's long-game tables are what `launch.cwm_mini` renders from the committed
   record (docs/results/NAME.json), table for table; the whole-game record also holds the report's
   Tables 11-12, whose d128 cells the docs show."""
-  from benchmarks import bench_cwm_mini as bench
+  from launch import cwm_mini as bench
 
   prefix, argv = LONG_RECORDS[name]
   record = _record(name)

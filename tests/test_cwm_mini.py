@@ -1,12 +1,12 @@
-"""benchmarks/bench_cwm_mini.py across sessions: finished runs of the committed record are not
+"""launch/cwm_mini.py across sessions: finished runs of the committed record are not
 trained again and enter the tables; a record of another protocol is ignored."""
 
 import json
 
 import pytest
 
-from benchmarks import bench_cwm_mini as bench
 from benchmarks.machine import cpu_model
+from launch import cwm_mini as bench
 
 
 def _record(tmp_path, **protocol):
@@ -131,3 +131,11 @@ def test_long_tables_and_figure(tmp_path):
   assert (
     bench.long_tables_markdown(args, [{"family": "x", "seed": 0, "real": {}, "random": {}}]) == ""
   )
+
+
+def test_the_old_name_runs_the_moved_driver():
+  """`python -m benchmarks.bench_cwm_mini` (the records' and earlier docs' command) is an alias."""
+  from benchmarks import bench_cwm_mini
+
+  assert bench_cwm_mini.cwm_mini is bench
+  assert bench_cwm_mini.parse_args is bench.parse_args
