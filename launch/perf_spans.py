@@ -117,7 +117,8 @@ def paper_step_table() -> str:
   out = [
     f"| family | float32 step ms (256 steps, measured) | bfloat16 step ms (measured) | float32 "
     f"at {padded:.0f} steps (estimate) | bfloat16 at {padded:.0f} steps (estimate) | paper's "
-    f"{paper / 1e3:.2f} s / float32 estimate | paper's {paper / 1e3:.2f} s / bfloat16 estimate |",
+    f"{paper / 1e3:.2f} s / float32 estimate ({LABEL}) | paper's {paper / 1e3:.2f} s / "
+    f"bfloat16 estimate ({LABEL}) |",
     "|---|---:|---:|---:|---:|---:|---:|",
   ]
   for family in FAMILIES:

@@ -4,7 +4,12 @@ The language-model, atomic and reproduce-mini numbers come from runs whose files
 repository; each record holds what the docs report, with its command, date and commit. These
 tests read the Markdown tables the docs point at and check that every number of ours they show is
 the one in the record, so a number edited on one side only fails here. Paper numbers beside ours
-are not checked here (they come from the papers' data files)."""
+are not checked here (they come from the papers' data files).
+
+Every `<!-- KEY -->...<!-- /KEY -->` span of the README and docs/*.md is what `launch.docs`
+renders for KEY from the records and the papers' data files (tables, and the findings computed
+from them: `launch.findings`, `launch.findings_long`, `launch.claims`, ...), and the prose outside
+the spans keeps at most `launch.docs.MAX_DECIMALS` decimal numbers."""
 
 import json
 import re
