@@ -45,8 +45,10 @@ whole games:
 and tables.md then also has, per run and split, ExactState before and beyond the training length,
 the ply where it falls to half its value at the training length, the first wrong ply's quartiles,
 the largest per-game loss, and the strata (ExactState on captures, checks, king moves, promotions,
-lost castling rights, en passant and the steps after); `WORK/length.png` draws ExactState and
-Labelwise against ply (20-ply bins anchored at the training length).
+lost castling rights, en passant, the e.p. label's changes and the steps after, each beside the
+same plies' other steps when the evaluation has them); `WORK/length.png` draws ExactState and
+Labelwise against ply (20-ply bins anchored at the training length). The tables and figures are
+`launch.cwm_tables`; what the records show, computed, is `launch.findings`.
 
 Output: `WORK/tables.md` and `WORK/tables.json` (Table 8 layout: mean and min-max over seeds beside
 the paper's d128 row; the ablation pairs on both splits; seed by seed, in how many seeds each
