@@ -10,28 +10,30 @@ pass at a sequence length T, per token, in four components:
 
 * `projections`: the mixer's Linear layers (Transformer qkv and out; SLiCE W_A, W_B; Gated
   DeltaNet q, k, v, a, b, g, o; Mamba in_proj and out_proj);
-* `mixer`: attention or the recurrence, in the form the model runs (`chessjax.ops.impl`): causal
-  attention in blocks of 128 queries against the keys up to the block's end (the masked
-  triangle right of each block is never formed); the affine scan step by step (b x b
-  matrix-vector) or as an associative scan in chunks (b x b matrix products); the chunked WY/UT
-  delta rule (chunk C) or its sequential scan; the chunked SSD (chunk L) or its scan;
+* `mixer`: attention or the recurrence, in the form the model runs (`chessjax.ops.impl`);
 * `mlp`: the MLP's Linears;
 * `head`: the output Linear d -> 1878 (the state head; a language model's d -> V).
+
+The first three are the family's to count: its module's optional `forward_flops(cfg, t)` (the
+hook of `chessjax.models.registry.FamilyModule`; each built-in family's docstring says what its
+count holds), so a plug-in family gets MFU by defining it; the head is counted here. A family
+without the hook trains as well, with no MFU.
 
 Training costs `TRAIN_MULTIPLIER` = 3 times the forward: the backward pass of a product computes
 two products of the same size (the gradients of both operands). Elementwise work (norms,
 activations, softmax, decays, the optimizer update) is not counted: it is memory-bound and
 usually left out of MFU; the embedding is a gather (no FLOPs).
 
-Against XLA: `tests/test_flops.py` compares 3 x `forward(...)` with the FLOPs that XLA's cost
-analysis gives for the compiled train step on the CPU (`compiled.cost_analysis()["flops"]`) at
-T = 64 with loop-free (chunked) recurrences. XLA counts every op, elementwise ones and the optimizer
-included, so its number is higher: the test states the band per family and docs/performance.md
-the ratios. XLA counts a while loop's body once whatever its trip count, so it cannot check a
-sequential scan (its count there is low by about a factor of T).
+Against XLA (`tests/test_flops.py`, T = 64, loop-free (chunked) recurrences): each component on
+its own, the projections, MLP and head from the Linears the model builds and the mixer from the
+matrix products in one layer's lowered mixer (its Linears' taken out); and the whole train step
+against XLA's cost analysis, which counts every op (elementwise ones and the optimizer included),
+so its number is higher. XLA counts a while loop's body once whatever its trip count, so it
+cannot check a sequential scan.
 """
 
 import math
+import sys
 
 import numpy as np
 
@@ -55,118 +57,38 @@ def attended_keys(t: int, block: int = ATTENTION_BLOCK) -> float:
   return total / t
 
 
-def _transformer(cfg, t):
-  d = cfg.d
-  return {
-    "projections": mm(3 * d, d) + mm(d, d),
-    # q k^T and the weights times v, every head: 2 products of K per head and key.
-    "mixer": 2 * mm(attended_keys(t), d),
-    "mlp": mm(2 * cfg.ff_mult * d, d) + mm(d, cfg.ff_mult * d),
-  }
+BACKBONE = ("projections", "mixer", "mlp")
 
 
-def _slice(cfg, t):
-  d, b = cfg.d, cfg.block_size
-  how = impls.resolve(cfg.mixer_impl, "affine_scan")
-  matvec = mm(d, b)  # (I + A_t) y: G blocks of b x b times b
-  if how is impls.Impl.SEQUENTIAL:
-    mixer = matvec
-  else:
-    # lax.associative_scan over C steps makes about 2 C combines (up and down sweeps), each a
-    # b x b product per block (d b^2 multiply-adds) and a matrix-vector product.
-    chunk = t if how is impls.Impl.ASSOCIATIVE else min(cfg.chunk_size, t)
-    combines = 2.0 * (chunk - 1) / chunk
-    mixer = combines * (mm(d * b, b) + matvec) + matvec
-  return {
-    "projections": mm(d * b, d + 1) + mm(d, d + 1),
-    "mixer": mixer,
-    "mlp": mm(cfg.ff_mult * d, d) + mm(d, cfg.ff_mult * d),
-  }
-
-
-def _gated_deltanet(cfg, t):
-  d, h, k, v = cfg.d, cfg.heads, cfg.head_k_dim, cfg.head_v_dim
-  how = impls.resolve(cfg.mixer_impl, "delta_rule")
-  if how is impls.Impl.SEQUENTIAL:
-    # S k, the rank-1 update v k^T, S q: three V x K products per head.
-    mixer = h * 3 * mm(v, k)
-  else:
-    c = min(cfg.chunk_size, t)
-    per_head = (
-      mm(c, k)  # k k^T within the chunk
-      + mm(c, c) / 3  # (I + A)^-1 by blocked substitution: about C^3 / 3 per chunk
-      + mm(v + k, c)  # the UT transform T [beta v, beta e^g k]
-      + 2 * mm(v, k)  # u -= w S; S += u^T k (the chunk's state, per token)
-      + mm(v, k)  # inter-chunk output q S
-      + mm(c, k)
-      + mm(v, c)  # intra-chunk q k^T and its product with u
-    )
-    mixer = h * per_head
-  return {
-    "projections": mm(2 * h * k + 2 * h * v + 2 * h, d) + mm(d, h * v),
-    "mixer": mixer,
-    "mlp": 3 * mm(cfg.intermediate, d),
-  }
-
-
-def _mamba(cfg, t):
-  d, inner, n, r = cfg.d, cfg.inner, cfg.d_state, cfg.mimo_rank
-  how = impls.resolve(cfg.mixer_impl, "ssd")
-  if cfg.version == "mamba2":
-    width = 2 * inner + 2 * cfg.groups * n + cfg.heads
-  else:
-    width = 2 * inner + 2 * r * cfg.groups * n + 3 * cfg.heads + cfg.num_angles
-  if how is impls.Impl.SEQUENTIAL:
-    # State update v k^T and read-out S q per rank (Mamba-3 adds the previous token's term).
-    terms = 2 if cfg.version == "mamba2" else 3
-    mixer = r * terms * mm(inner, n)
-  else:
-    chunk = min(cfg.chunk_size, t)
-    mixer = (
-      mm(chunk * r * r, cfg.groups * n)  # scores q k^T within the chunk, per group
-      + mm(chunk * r * r, inner)  # the masked scores times v, every head
-      + mm(r * inner, n)  # each chunk's state from its keys and values
-      + mm(r * inner, n)  # the contribution of the state entering the chunk
-    )
-  return {
-    "projections": mm(width, d) + mm(d, inner),
-    "mixer": mixer,
-    "mlp": mm(2 * cfg.hidden, d) + mm(d, cfg.hidden),
-  }
-
-
-def _gpt2(cfg, t):
-  d = cfg.d
-  keys = attended_keys(t) if cfg.window is None else min(attended_keys(t), cfg.window + 128)
-  return {
-    "projections": mm(3 * d, d) + mm(d, d),
-    "mixer": 2 * mm(keys, d),
-    "mlp": mm(4 * d, d) + mm(d, 4 * d),
-  }
-
-
-_BY_CONFIG = {
-  "TransformerConfig": _transformer,
-  "SLiCEConfig": _slice,
-  "GatedDeltaNetConfig": _gated_deltanet,
-  "MambaConfig": _mamba,
-  "GPT2Config": _gpt2,
-}
+def count_of(cfg):
+  """The family's FLOP count, `forward_flops(cfg, t)`, or None: the optional hook of a family
+  module (`chessjax.models.registry.FamilyModule`), looked up on the module that defines the
+  config's class (the family module, whose `base_config` returns it)."""
+  return getattr(sys.modules.get(type(cfg).__module__), "forward_flops", None)
 
 
 def supported(cfg) -> bool:
-  return type(cfg).__name__ in _BY_CONFIG
+  """Whether the family of `cfg` counts its FLOPs (MFU can be reported)."""
+  return count_of(cfg) is not None
 
 
 def forward(cfg, t: int, *, head_dim: int = labels.HEAD_DIM) -> dict[str, float]:
   """Forward FLOPs per token at sequence length `t`, per component (`COMPONENTS`), for a family's
-  frozen model config (`chessjax.models.model_config`); `head_dim` is the head's width (1878: the
-  state head; V for a language model)."""
-  name = type(cfg).__name__
-  if name not in _BY_CONFIG:
-    raise ValueError(f"no FLOP model for {name}; known: {sorted(_BY_CONFIG)}")
-  layer = _BY_CONFIG[name](cfg, t)
-  out = {c: cfg.layers * layer[c] for c in ("projections", "mixer", "mlp")}
+  frozen model config (`chessjax.models.model_config`): the backbone's from its family module's
+  `forward_flops`, the head's here; `head_dim` is the head's width (1878: the state head; V for a
+  language model)."""
+  count = count_of(cfg)
+  if count is None:
+    raise ValueError(
+      f"no FLOP count for {type(cfg).__name__}: its module {type(cfg).__module__} has no "
+      "forward_flops(cfg, t) (chessjax.models.registry.FamilyModule)"
+    )
+  backbone = count(cfg, t)
+  if set(backbone) != set(BACKBONE):
+    raise ValueError(
+      f"forward_flops of {type(cfg).__module__} gave {sorted(backbone)}, not {BACKBONE}"
+    )
+  out = {c: float(backbone[c]) for c in BACKBONE}
   out["head"] = mm(head_dim, cfg.d)
   return out
 

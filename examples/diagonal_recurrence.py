@@ -10,8 +10,8 @@ Mixer, per channel, with an input-dependent decay (x: the block's normalised inp
 parallel over time by an associative scan, and one step at a time for streaming. The block (pre-
 norm mixer + gated MLP) and the backbone (embedding -> blocks -> final norm) are chessjax's own.
 A family module provides `SIZES`, `base_config` and `build_backbone`
-(`chessjax.models.registry.FamilyModule`); `RECIPE` and `head_options` are optional. The mixer
-has `init_state` / `step`, so the `Stack` streams.
+(`chessjax.models.registry.FamilyModule`); `RECIPE`, `head_options` and `forward_flops` (the
+FLOPs behind MFU) are optional. The mixer has `init_state` / `step`, so the `Stack` streams.
 """
 
 import dataclasses
@@ -38,6 +38,17 @@ class Config:
 def base_config(family: str, size: str) -> Config:
   d, n_layers, _ = SIZES[size]
   return Config(d=d, layers=n_layers)
+
+
+def forward_flops(cfg: Config, t: int) -> dict[str, float]:
+  """Forward FLOPs per token (2 per multiply-add of a matrix product): W_a, W_v, W_o; the scan's
+  products are elementwise (none counted); the gated MLP d -> 2 (4d) -> d."""
+  d, hidden = cfg.d, cfg.mlp_mult * cfg.d
+  return {
+    "projections": cfg.layers * 3 * 2 * d * d,
+    "mixer": 0.0,
+    "mlp": cfg.layers * (2 * 2 * hidden * d + 2 * hidden * d),
+  }
 
 
 class Mixer(nnx.Module):

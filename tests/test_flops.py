@@ -1,16 +1,25 @@
-"""chessjax.flops against XLA's own count of the train step, and MFU's arithmetic.
+"""chessjax.flops against the model it counts, component by component, and against XLA's count of
+the whole train step; MFU's arithmetic.
 
-XLA's cost analysis counts every op of the step (norms, activations, softmax, decays, the AdamW
-update), the analytic count only the matrix products, so XLA's number is higher: at d128, T = 64,
-batch 2, loop-free (chunked) recurrences, XLA / analytic is 1.12-1.19 by family (docs/
-performance.md). The band asserted is [1.0, 1.3]: a product missing from the model, or counted
-twice, moves a family out of it (the smallest mixer term, the Transformer's attention, is 8% of its
-step). The count is that of the lowered step (the HLO XLA compiles): compiling each step would
-cost 25-45 s per family on this CPU, and the compiled step's count was 1.00-1.02 times the lowered
-one's for every family (docs/performance.md).
+Per component (one layer, d128, T = 64, batch 2, loop-free (chunked) recurrences): the
+projections, MLP and head counts equal 2 x in x out of the Linears the model builds; the mixer
+count equals, within 3%, the matrix products (`dot_general`) in the lowered forward of one
+layer's mixer, its Linears' products taken out. A mixer term dropped, doubled or formed for the
+wrong number of heads fails there whatever its share of the step. The diagonal SLiCE's recurrence
+has no product (it is elementwise), so its mixer must lower to none beyond its Linears.
+
+The whole step: XLA's cost analysis counts every op (norms, activations, softmax, decays, the
+AdamW update), the analytic count only the matrix products, so XLA's number is higher; the band
+asserted is [1.0, 1.3]. The count is that of the lowered program (the HLO XLA compiles):
+compiling each step would cost 25-45 s per family on this CPU, and the compiled step's count was
+1.00-1.02 times the lowered one's for every family (docs/performance.md).
 """
 
+import math
+import re
+
 import jax
+import jax.numpy as jnp
 import optax
 import pytest
 from flax import nnx
@@ -41,6 +50,61 @@ def test_matches_xla_cost_analysis(family):
   xla = lowered.cost_analysis()["flops"]
   analytic = flops.per_token(model_config(family, "d128", **overrides), T) * B * T
   assert 1.0 <= xla / analytic <= 1.3, (family, xla, analytic)
+
+
+# `stablehlo.dot_general %a, %b, ..., contracting_dims = [..] x [..] ... : (tensor<AxBxf32>, ..)
+# -> tensor<..>`: the lhs contracting dimensions and the lhs and result shapes.
+DOT = re.compile(
+  r"stablehlo\.dot_general .*contracting_dims = \[([\d, ]*)\] x .*: "
+  r"\(tensor<((?:\d+x)*)\w+>, tensor<(?:\d+x)*\w+>\) -> tensor<((?:\d+x)*)\w+>"
+)
+
+
+def dot_flops(hlo: str) -> float:
+  """2 x (result size) x (contracted size) summed over the matrix products of a lowered program."""
+  total = 0.0
+  for line in hlo.splitlines():
+    if "stablehlo.dot_general" not in line:
+      continue
+    match = DOT.search(line)
+    assert match, line  # A product this parser cannot read would go uncounted.
+    contracted = [int(i) for i in match.group(1).split(",") if i.strip()]
+    lhs = [int(n) for n in match.group(2).split("x") if n]
+    out = [int(n) for n in match.group(3).split("x") if n]
+    total += 2.0 * math.prod(out) * math.prod(lhs[i] for i in contracted)
+  return total
+
+
+def linear_flops(module) -> float:
+  """Forward FLOPs per token of the Linears inside `module`, from their shapes."""
+  return sum(
+    2.0 * m.in_features * m.out_features
+    for _, m in nnx.iter_modules(module)
+    if isinstance(m, nnx.Linear)
+  )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_component_matches_the_model(family):
+  overrides = chunked(family)
+  cfg = model_config(family, "d128", **overrides)
+  count = flops.forward(cfg, T)
+  model = abstract_model(family, "d128", **overrides)
+  blocks = model.backbone.blocks
+  assert len(blocks) == cfg.layers
+  for name, part in (("projections", "mixer"), ("mlp", "mlp")):
+    assert count[name] == sum(linear_flops(getattr(b, part)) for b in blocks), name
+  assert count["head"] == linear_flops(model.head)
+
+  mixer = blocks[0].mixer
+  graphdef, state = nnx.split(mixer)
+  x = jax.ShapeDtypeStruct((B, T, cfg.d), jnp.float32)
+  lowered = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x)).lower(state, x)
+  products = dot_flops(lowered.as_text()) / (B * T) - linear_flops(mixer)
+  if getattr(cfg, "block_size", None) == 1:  # Diagonal SLiCE: an elementwise recurrence.
+    assert products == 0 and count["mixer"] < 0.02 * count["projections"]
+  else:
+    assert products == pytest.approx(count["mixer"] / cfg.layers, rel=0.03), family
 
 
 def test_components_and_training_multiplier():

@@ -9,9 +9,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import REPO
+from flax import nnx
 
-from chessjax import train, workdir
-from chessjax.models import count_params, create_model, family_module, streams
+from chessjax import flops, train, workdir
+from chessjax.models import (
+  abstract_model,
+  count_params,
+  create_model,
+  family_module,
+  model_config,
+  streams,
+)
 from chessjax.world_model import evaluate, track
 from chessjax.world_model.grid import FINAL
 from configs import cwm
@@ -57,6 +65,27 @@ def test_parameter_count_is_the_closed_form():
   block = 2 * d + 3 * (d * d + d) + (d * 8 * d + 8 * d) + (4 * d * d + d)
   want = v * d + block + d + d * 1878 + 1878  # embedding, one block, final norm, state head
   assert count_params(create_model(FAMILY, "d128")) == want
+
+
+def test_its_flop_hook_gives_mfu():
+  """`forward_flops` on the family module: chessjax.flops counts the family (MFU in the logs and
+  benchmarks), and its counts are the Linears the model builds."""
+  cfg = model_config(FAMILY, "d128")
+  assert flops.supported(cfg)
+  count = flops.forward(cfg, 64)
+  model = abstract_model(FAMILY, "d128")
+
+  def linears(module):
+    mods = [m for _, m in nnx.iter_modules(module) if isinstance(m, nnx.Linear)]
+    return sum(2 * m.in_features * m.out_features for m in mods)
+
+  blocks = model.backbone.blocks
+  assert count["projections"] == sum(linears(b.mixer) for b in blocks)
+  assert count["mlp"] == sum(linears(b.mlp) for b in blocks)
+  assert count["head"] == linears(model.head) and count["mixer"] == 0
+  per_token = flops.model_per_token(model, [64, 100])
+  assert per_token == flops.TRAIN_MULTIPLIER * sum(count.values())
+  assert flops.mfu(1e4, per_token, 1e12) == pytest.approx(1e4 * per_token / 1e12)
 
 
 def test_streaming_equals_the_parallel_forward():

@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chessjax import flops
 from chessjax.models import layers
 from chessjax.models.sizes import SIZES
 from chessjax.models.stack import Stack
@@ -253,6 +254,34 @@ def head_options(cfg: GatedDeltaNetConfig) -> dict:
   return {
     "kernel_init": nnx.initializers.normal(cfg.init_std),
     "bias_init": nnx.initializers.zeros_init(),
+  }
+
+
+def forward_flops(cfg: GatedDeltaNetConfig, t: int) -> dict[str, float]:
+  """Forward FLOPs per token of the backbone at length `t` (`chessjax.flops`): the q, k, v, a, b,
+  g and o projections; the gated delta rule sequentially (S k, the rank-1 update v k^T, S q: three
+  V x K products per head) or chunked (chunk C: k k^T, the triangular solve by blocked
+  substitution, the UT transform, the chunk's state update, and the inter- and intra-chunk
+  outputs); the gated MLP."""
+  d, h, k, v, mm = cfg.d, cfg.heads, cfg.head_k_dim, cfg.head_v_dim, flops.mm
+  if impl.resolve(cfg.mixer_impl, "delta_rule") is impl.Impl.SEQUENTIAL:
+    mixer = h * 3 * mm(v, k)
+  else:
+    c = min(cfg.chunk_size, t)
+    per_head = (
+      mm(c, k)  # k k^T within the chunk
+      + mm(c, c) / 3  # (I + A)^-1 by blocked substitution: about C^3 / 3 per chunk
+      + mm(v + k, c)  # the UT transform T [beta v, beta e^g k]
+      + 2 * mm(v, k)  # u -= w S; S += u^T k (the chunk's state, per token)
+      + mm(v, k)  # inter-chunk output q S
+      + mm(c, k)
+      + mm(v, c)  # intra-chunk q k^T and its product with u
+    )
+    mixer = h * per_head
+  return {
+    "projections": cfg.layers * (mm(2 * h * k + 2 * h * v + 2 * h, d) + mm(d, h * v)),
+    "mixer": cfg.layers * mixer,
+    "mlp": cfg.layers * 3 * mm(cfg.intermediate, d),
   }
 
 

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chessjax import flops
 from chessjax.models import layers
 from chessjax.models.stack import Stack
 
@@ -201,6 +202,21 @@ def head_options(cfg: GPT2Config) -> dict:
     "kernel_init": nnx.initializers.normal(cfg.init_std),
     "bias_init": nnx.initializers.zeros_init(),
     "dtype": layers.DTYPES[cfg.dtype],
+  }
+
+
+def forward_flops(cfg: GPT2Config, t: int) -> dict[str, float]:
+  """Forward FLOPs per token of the backbone at length `t` (`chessjax.flops`): c_attn and c_proj,
+  attention in blocks of 128 queries (the window-50 variant: at most its window plus a block of
+  keys), the MLP (d -> 4d -> d)."""
+  d, mm = cfg.d, flops.mm
+  keys = flops.attended_keys(t)
+  if cfg.window is not None:
+    keys = min(keys, cfg.window + flops.ATTENTION_BLOCK)
+  return {
+    "projections": cfg.layers * (mm(3 * d, d) + mm(d, d)),
+    "mixer": cfg.layers * 2 * mm(keys, d),
+    "mlp": cfg.layers * (mm(4 * d, d) + mm(d, 4 * d)),
   }
 
 

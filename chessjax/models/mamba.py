@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chessjax import flops
 from chessjax.models import layers
 from chessjax.models.sizes import SIZES
 from chessjax.models.stack import Stack
@@ -376,6 +377,39 @@ def block(cfg: MambaConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
 def head_options(cfg: MambaConfig) -> dict:
   """Output head as mamba_ssm's `_init_weights`: torch-default kernel, zero bias; matmul dtype."""
   return {"bias_init": nnx.initializers.zeros_init(), "dtype": layers.DTYPES[cfg.dtype]}
+
+
+def forward_flops(cfg: MambaConfig, t: int) -> dict[str, float]:
+  """Forward FLOPs per token of the backbone at length `t` (`chessjax.flops`): in_proj and
+  out_proj; the state space sequentially (the state update v k^T and the read-out S q per rank,
+  Mamba-3 adding the previous token's term) or as chunked SSD (chunk L: the scores q k^T, their
+  masked product with v, each chunk's state and the entering state's contribution); the MLP.
+  Mamba-3's keys and queries are per head (each head's own bias and rotation), Mamba-2's per
+  group, so Mamba-3's scores are formed for every head. The one product per sequence that folds
+  the initial state in is left out."""
+  d, inner, n, r, mm = cfg.d, cfg.inner, cfg.d_state, cfg.mimo_rank, flops.mm
+  if cfg.version == "mamba2":
+    width = 2 * inner + 2 * cfg.groups * n + cfg.heads
+    key_groups = cfg.groups
+  else:
+    width = 2 * inner + 2 * r * cfg.groups * n + 3 * cfg.heads + cfg.num_angles
+    key_groups = cfg.heads
+  if impl.resolve(cfg.mixer_impl, "ssd") is impl.Impl.SEQUENTIAL:
+    terms = 2 if cfg.version == "mamba2" else 3
+    mixer = r * terms * mm(inner, n)
+  else:
+    chunk = min(cfg.chunk_size, t)
+    mixer = (
+      mm(chunk * r * r, key_groups * n)  # scores q k^T within the chunk
+      + mm(chunk * r * r, inner)  # the masked scores times v, every head
+      + mm(r * inner, n)  # each chunk's state from its keys and values
+      + mm(r * inner, n)  # the contribution of the state entering the chunk
+    )
+  return {
+    "projections": cfg.layers * (mm(width, d) + mm(d, inner)),
+    "mixer": cfg.layers * mixer,
+    "mlp": cfg.layers * (mm(2 * cfg.hidden, d) + mm(d, cfg.hidden)),
+  }
 
 
 def build_backbone(cfg: MambaConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:

@@ -41,10 +41,13 @@ class FamilyModule(Protocol):
     and `streams(family)` reads it.
   Optional: `FAMILIES` (the names a built-in module builds), `GRID` (True: a built-in module of
   the world-model grid, at the sizes of `sizes.SIZES`), `head_options(cfg)` (kernel/bias inits
-  and matmul dtype of the output Linear; torch defaults without it), `RECIPE` (the main family of
-  the paper's Table 7 whose hyperparameters its families train with) and `ABLATIONS` (those of
-  its families that are the paper's less expressive variants of `RECIPE`): both read by
-  `chessjax.world_model.grid`.
+  and matmul dtype of the output Linear; torch defaults without it), `forward_flops(cfg, t)`
+  (the backbone's forward FLOPs per token at length t, {"projections", "mixer", "mlp"}:
+  `chessjax.flops` finds it on the module that defines the config's class and adds the head's,
+  for MFU in the training logs and benchmarks; without it no MFU is reported), `RECIPE` (the
+  main family of the paper's Table 7 whose hyperparameters its families train with) and
+  `ABLATIONS` (those of its families that are the paper's less expressive variants of
+  `RECIPE`): both read by `chessjax.world_model.grid`.
   """
 
   SIZES: Mapping[str, Any]

@@ -37,11 +37,13 @@ the hidden states of the parallel forward (dropout off).
 """
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chessjax import flops
 from chessjax.models import layers
 from chessjax.models.sizes import SIZES
 from chessjax.models.stack import Stack
@@ -175,6 +177,33 @@ def block(cfg: SLiCEConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
 def head_options(cfg: SLiCEConfig) -> dict:
   """Output head: torch-default Linear inits, the model's matmul dtype."""
   return {"dtype": layers.DTYPES[cfg.dtype]}
+
+
+def forward_flops(cfg: SLiCEConfig, t: int) -> dict[str, float]:
+  """Forward FLOPs per token of the backbone at length `t` (`chessjax.flops`).
+
+  W_A and W_B read [1, x_t - x_{t-1}] (d + 1 wide). The sequential scan makes one matrix-vector
+  product (I + A_t) y per step (G blocks of b x b times b). The parallel forms run
+  `lax.associative_scan` over chunks of C steps, which keeps only the offsets (y_t): of its
+  combines (M_r M_l, M_r c_l + c_r), the matrix products feed the next round only, C - 2 of them
+  per chunk for C a power of two, against 2 C - log2(C) - 1 matrix-vector products, plus the
+  one that folds the incoming y into each chunk (exact for a power of two, close otherwise).
+  """
+  d, b, mm = cfg.d, cfg.block_size, flops.mm
+  how = impl.resolve(cfg.mixer_impl, "affine_scan")
+  matvec = mm(d, b)
+  if how is impl.Impl.SEQUENTIAL:
+    mixer = matvec
+  else:
+    c = t if how is impl.Impl.ASSOCIATIVE else min(cfg.chunk_size, t)
+    products = max(c - 2, 0) * mm(d * b, b)
+    matvecs = (max(2 * c - math.log2(c) - 1, 0) + 1) * matvec
+    mixer = (products + matvecs) / c
+  return {
+    "projections": cfg.layers * (mm(d * b, d + 1) + mm(d, d + 1)),
+    "mixer": cfg.layers * mixer,
+    "mlp": cfg.layers * (mm(cfg.ff_mult * d, d) + mm(d, cfg.ff_mult * d)),
+  }
 
 
 def build_backbone(cfg: SLiCEConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chessjax import flops
 from chessjax.models import layers
 from chessjax.models.sizes import SIZES
 from chessjax.models.stack import Stack
@@ -169,6 +170,18 @@ def block(cfg: TransformerConfig, *, rngs: nnx.Rngs) -> layers.ResidualBlock:
 def head_options(cfg: TransformerConfig) -> dict:
   """Output head: torch-default Linear inits, the model's matmul dtype."""
   return {"dtype": layers.DTYPES[cfg.dtype]}
+
+
+def forward_flops(cfg: TransformerConfig, t: int) -> dict[str, float]:
+  """Forward FLOPs per token of the backbone at length `t` (`chessjax.flops`): W_qkv and W_o,
+  causal attention in blocks of 128 queries (q k^T and the weights times v against the keys up to
+  each block's end), the gated MLP (d -> 8d, 4d -> d)."""
+  d, mm = cfg.d, flops.mm
+  return {
+    "projections": cfg.layers * (mm(3 * d, d) + mm(d, d)),
+    "mixer": cfg.layers * 2 * mm(flops.attended_keys(t), d),
+    "mlp": cfg.layers * (mm(2 * cfg.ff_mult * d, d) + mm(d, cfg.ff_mult * d)),
+  }
 
 
 def build_backbone(cfg: TransformerConfig, *, vocab_size: int, rngs: nnx.Rngs) -> Stack:

@@ -158,30 +158,37 @@ def results_markdown(results: dict[str, dict], run_dir) -> str:
 
 def strata_markdown(results: dict[str, dict]) -> list[str]:
   """Lines of the strata table: ExactState, the squares' accuracy and the worst label group on
-  the hard steps (`chessjax.world_model.strata`), beside the split's overall ExactState."""
+  the hard steps (`chessjax.world_model.strata`), each beside the same model's on the other steps
+  at the same plies (`matched`), and the split's overall ExactState."""
   lines = [
     "",
     "## Hard steps (strata): ExactState % and the worst label group",
     "",
-    "Steps where a capture, check, king move, promotion, lost castling right or legal en-passant "
-    "capture happens, and the steps right after (`after_`); overall ExactState for comparison.",
+    "Steps where a capture, check, king move, promotion, lost castling right, legal en-passant "
+    "capture or change of the e.p. label happens, and the steps right after (`after_`). Matched: "
+    "the other steps at the same plies, weighted as the stratum's (events come at their own "
+    "plies, and ExactState falls with the ply); overall ExactState for comparison.",
     "",
-    "| dataset | stratum | steps | ExactState % | vs overall | pieces % | worst group (acc. %) |",
-    "|---|---|---:|---:|---:|---:|---|",
+    "| dataset | stratum | steps | ExactState % | matched % | vs overall | pieces % | matched % "
+    "| worst group (acc. %; matched %) |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---|",
   ]
+  pct = lambda v: "-" if v is None else f"{100 * v:.2f}"  # noqa: E731
   for name, r in results.items():
     if "strata" not in r:  # Results written before strata existed.
       continue
     overall = 100 * r["exact_state"]
     for stratum, s in r["strata"].items():
       if not s["steps"]:
-        lines.append(f"| {name} | {stratum} | 0 | - | - | - | - |")
+        lines.append(f"| {name} | {stratum} | 0 | - | - | - | - | - | - |")
         continue
+      m = s.get("matched") or {"exact_state": None, "groups": {}}  # Results before `matched`.
       exact = 100 * s["exact_state"]
       group, acc = min(s["groups"].items(), key=lambda kv: kv[1])
       lines.append(
-        f"| {name} | {stratum} | {s['steps']:,} | {exact:.2f} | {exact - overall:+.2f} | "
-        f"{100 * s['groups']['pieces']:.2f} | {group} ({100 * acc:.2f}) |"
+        f"| {name} | {stratum} | {s['steps']:,} | {exact:.2f} | {pct(m['exact_state'])} | "
+        f"{exact - overall:+.2f} | {pct(s['groups']['pieces'])} | "
+        f"{pct(m['groups'].get('pieces'))} | {group} ({pct(acc)}; {pct(m['groups'].get(group))}) |"
       )
   return lines
 

@@ -17,8 +17,9 @@ and WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) rece
   NAME.md          the paper's table (Loss, Labelwise, ExactState, Trajectory), accuracy per label
                    group, first-error summary, non-finite logit counts, truncation, throughput
                    and the strata: ExactState and label groups on the hard steps (captures,
-                   checks, king moves, promotions, lost castling rights, en passant) and the
-                   steps right after (`chessjax.world_model.strata`)
+                   checks, king moves, promotions, lost castling rights, en passant and its
+                   label's changes) and the steps right after, each beside the other steps at
+                   the same plies (`chessjax.world_model.strata`)
   results.md       the same tables over every NAME.json in the folder, so evaluating another
                    dataset later adds its rows instead of replacing the earlier ones
   prefix_bins.png  ExactState and Labelwise per 20-step bin, one curve per dataset in results.md

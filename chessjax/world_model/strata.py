@@ -14,10 +14,21 @@ replayed with python-chess under the game's rules:
   promotion      ply t promoted a pawn
   castling_lost  ply t took away a castling right (king or rook moved, rook captured)
   ep_available   at step t an en-passant capture is a legal move
+  ep_label       the e.p. label changes at step t: set, cleared or moved (in the labels' `pseudo`
+                 mode it is set after every double push and cleared a ply later; in `legal` mode
+                 only when the capture is legal; `chessjax.encoding.snapshot`)
 `after_NAME` is the step right after a step of NAME (t + 1). A step can belong to several strata.
+
+Events come at their own plies (castling early, promotions late), and ExactState depends mostly on
+the ply: a stratum's score alone says as much about when its events happen as about the rule.
+So beside each stratum's scores the accumulator gives `matched`: the same model's scores on the
+other steps (those not in the stratum) at the same plies, each ply weighted by the stratum's
+steps there. A stratum below its `matched` is a rule the model gets wrong, not a late ply.
 """
 
 import hashlib
+import inspect
+import json
 import os
 from pathlib import Path
 
@@ -29,16 +40,27 @@ from chessjax.data import pipeline
 from chessjax.data.source import GameSource
 from chessjax.files import as_path
 
-STRATA = ("capture", "check", "king_move", "promotion", "castling_lost", "ep_available")
+STRATA = (
+  "capture", "check", "king_move", "promotion", "castling_lost", "ep_available", "ep_label",
+)  # fmt: skip
 NAMES = (*STRATA, *(f"after_{s}" for s in STRATA))
 GROUP_NAMES = tuple(name for name, *_ in labels.GROUPS)
 GROUP_SIZES = np.array([count for _, _, count, _ in labels.GROUPS], dtype=np.int64)
 
 
-def game_flags(moves, variant: str = "chess") -> np.ndarray:
-  """bool[T, len(NAMES)]: which strata each step of a game (move ids, START first) belongs to."""
+def _ep_label(board: chess.Board, ep_mode: str):
+  """The e.p. square the labels hold at this position (`encoding.snapshot`), or None."""
+  if ep_mode == "legal" and not encoding.has_legal_ep(board):
+    return None
+  return board.ep_square
+
+
+def game_flags(moves, variant: str = "chess", ep_mode: str = "pseudo") -> np.ndarray:
+  """bool[T, len(NAMES)]: which strata each step of a game (move ids, START first) belongs to;
+  `ep_mode` is the labels' (`chessjax.encoding.EP_MODES`)."""
   board = encoding.new_board(variant)
   flags = np.zeros((len(moves), len(STRATA)), dtype=bool)
+  ep = None
   for t in range(len(moves)):
     if t > 0:
       move = chess.Move.from_uci(encoding.id_to_move(int(moves[t])))
@@ -50,63 +72,116 @@ def game_flags(moves, variant: str = "chess") -> np.ndarray:
       flags[t, 4] = board.clean_castling_rights() != rights
     flags[t, 1] = board.is_check()
     flags[t, 5] = encoding.has_legal_ep(board)
+    ep, before = _ep_label(board, ep_mode), ep
+    flags[t, 6] = ep != before
   after = np.zeros_like(flags)
   after[1:] = flags[:-1]
   return np.concatenate([flags, after], axis=1)
 
 
 class StrataAccumulator:
-  """Sums, per stratum, the steps, exact steps and each label group's right labels, from per-step
-  results of a model (`add`, one game at a time), and turns them into metrics (`result`)."""
+  """Sums, per stratum and ply, the steps, exact steps and each label group's right labels, and
+  the same over all steps, from per-step results of a model (`add`, one game at a time); turns
+  them into metrics (`result`), each stratum's beside its ply-matched other steps'."""
 
   def __init__(self):
-    self.steps = np.zeros(len(NAMES), np.int64)
-    self.exact = np.zeros(len(NAMES), np.int64)
-    self.group_correct = np.zeros((len(NAMES), len(GROUP_NAMES)), np.int64)
+    self.plies = 0
+    self.steps = np.zeros((len(NAMES), 0), np.int64)  # [S, P]
+    self.exact = np.zeros((len(NAMES), 0), np.int64)
+    self.group_correct = np.zeros((len(NAMES), 0, len(GROUP_NAMES)), np.int64)  # [S, P, G]
+    self.all_steps = np.zeros(0, np.int64)  # [P]
+    self.all_exact = np.zeros(0, np.int64)
+    self.all_group_correct = np.zeros((0, len(GROUP_NAMES)), np.int64)
+
+  def _grow(self, plies: int) -> None:
+    if plies <= self.plies:
+      return
+    more = plies - self.plies
+    pad = (
+      lambda a, axis: np.concatenate(  # noqa: E731
+        [a, np.zeros((*a.shape[:axis], more, *a.shape[axis + 1 :]), a.dtype)], axis=axis
+      )
+    )
+    self.steps, self.exact = pad(self.steps, 1), pad(self.exact, 1)
+    self.group_correct = pad(self.group_correct, 1)
+    self.all_steps, self.all_exact = pad(self.all_steps, 0), pad(self.all_exact, 0)
+    self.all_group_correct = pad(self.all_group_correct, 0)
+    self.plies = plies
 
   def add(self, flags: np.ndarray, exact: np.ndarray, group_correct: np.ndarray) -> None:
     """flags bool[T, S] (`game_flags`), exact bool[T] and group_correct int[T, G] (right labels
-    per group) of the same T steps of one game."""
-    f = flags.astype(np.int64)
-    self.steps += f.sum(0)
-    self.exact += f.T @ exact.astype(np.int64)
-    self.group_correct += f.T @ group_correct.astype(np.int64)
+    per group) of the same T steps of one game, step t at ply t."""
+    t = len(flags)
+    self._grow(t)
+    f = flags.T.astype(np.int64)  # [S, T]
+    exact = exact.astype(np.int64)
+    group_correct = group_correct.astype(np.int64)
+    self.steps[:, :t] += f
+    self.exact[:, :t] += f * exact
+    self.group_correct[:, :t] += f[:, :, None] * group_correct[None]
+    self.all_steps[:t] += 1
+    self.all_exact[:t] += exact
+    self.all_group_correct[:t] += group_correct
 
   def result(self) -> dict:
-    """{stratum: {steps, exact_state, groups: {group: accuracy}}}; metrics are None for a stratum
-    with no step (e.g. no promotion in a short split)."""
+    """{stratum: {steps, exact_state, groups: {group: accuracy}, matched}}: `matched` holds the
+    other steps' exact_state and groups at the stratum's plies (each ply weighted by the
+    stratum's steps there; plies without another step are left out) and `steps`, the stratum's
+    steps so matched. Metrics are None for a stratum with no step (e.g. no promotion in a short
+    split) or none matched."""
     out = {}
     for i, name in enumerate(NAMES):
-      n = int(self.steps[i])
-      out[name] = {
-        "steps": n,
-        "exact_state": float(self.exact[i] / n) if n else None,
-        "groups": {
-          g: float(self.group_correct[i, j] / (n * GROUP_SIZES[j])) if n else None
-          for j, g in enumerate(GROUP_NAMES)
-        },
-      }
+      n = int(self.steps[i].sum())
+      out[name] = _scores(n, self.exact[i].sum(), self.group_correct[i].sum(0))
+      others = self.all_steps - self.steps[i]
+      weight = np.where(others > 0, self.steps[i], 0).astype(np.float64)
+      per = np.maximum(others, 1)
+      matched = int(weight.sum())
+      exact = weight @ ((self.all_exact - self.exact[i]) / per)
+      groups = weight @ ((self.all_group_correct - self.group_correct[i]) / per[:, None])
+      out[name]["matched"] = _scores(matched, exact, groups)
     return out
 
 
+def _scores(steps: int, exact: float, group_correct: np.ndarray) -> dict:
+  """{steps, exact_state, groups} from `steps` steps' exact and right-label sums."""
+  return {
+    "steps": steps,
+    "exact_state": float(exact / steps) if steps else None,
+    "groups": {
+      g: float(group_correct[j] / (steps * GROUP_SIZES[j])) if steps else None
+      for j, g in enumerate(GROUP_NAMES)
+    },
+  }
+
+
+def definitions() -> str:
+  """What the flags depend on: the strata's names and the code that computes them (a cache of
+  flags made by other definitions is not read back)."""
+  return repr(NAMES) + inspect.getsource(_ep_label) + inspect.getsource(game_flags)
+
+
 def dataset_flags(path, split: str, num_games: int, variant: str = "chess") -> list[np.ndarray]:
-  """`game_flags` of the first `num_games` games of a dataset split, in stored order.
+  """`game_flags` of the first `num_games` games of a dataset split, in stored order, under the
+  split's labels' e.p. mode (its manifest's).
 
   Replaying a split with python-chess takes minutes (about 20,000 steps/s), so the flags of a
   local dataset are cached per user (`$XDG_CACHE_HOME/chessjax/strata`, keyed by the split's
-  manifest and lengths, the game count and the rules): every run evaluated on the same test set
-  replays it once.
+  manifest and lengths, the game count, the rules and the strata's definitions): every run
+  evaluated on the same test set replays it once.
   """
+  manifest = as_path(path).joinpath("manifest.json").read_bytes()
+  ep_mode = json.loads(manifest).get("encoding", {}).get("ep_mode", "pseudo")
   key = hashlib.sha256()
-  key.update(as_path(path).joinpath("manifest.json").read_bytes())
+  key.update(manifest)
   key.update(np.asarray(pipeline.game_lengths(path, split)).tobytes())
-  key.update(f"{split}:{num_games}:{variant}:{NAMES}".encode())
+  key.update(f"{split}:{num_games}:{variant}:{ep_mode}:{definitions()}".encode())
   cache = Path(runtime.default_cache_dir()).parent / "strata" / f"{key.hexdigest()[:32]}.npz"
   if cache.exists():
     with np.load(cache) as z:
       return np.split(z["flags"], z["offsets"][1:-1])
   source = GameSource(path, split)
-  out = [game_flags(source[g]["moves"], variant) for g in range(num_games)]
+  out = [game_flags(source[g]["moves"], variant, ep_mode) for g in range(num_games)]
   offsets = np.cumsum([0] + [len(f) for f in out])
   cache.parent.mkdir(parents=True, exist_ok=True)
   tmp = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.npz")

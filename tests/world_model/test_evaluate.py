@@ -321,25 +321,132 @@ def _random_game(rng, plies: int) -> list[str]:
 
 
 def test_strata_flags_match_the_labels(data):
-  """`game_flags` against the labels: captures, king moves, promotions and lost castling rights
-  from the stored boards; checks and legal en passant from a board rebuilt from each label row."""
+  """`game_flags` against the labels: captures, king moves, promotions, lost castling rights and
+  e.p.-label changes from the stored label rows, at every step; checks and legal en passant from
+  a board rebuilt from each label row, at every step flagged and 8 others per game. Every stratum
+  has steps among those checked."""
   games = GameSource(data["real"], "test")
   rng = np.random.default_rng(0)
   random_games = [encoding.encode_game(_random_game(rng, 400)) for _ in range(3)]
-  seen = np.zeros(len(strata.STRATA), int)
+  checked = np.zeros(len(strata.STRATA), int)
   real = [(games[i]["moves"], games[i]["states"]) for i in range(len(games))]
   for moves, states in real + random_games:
     flags = strata.game_flags(moves)
     assert flags.shape == (len(moves), len(strata.NAMES))
     np.testing.assert_array_equal(flags[:, [0, 2, 3, 4]], _flags_from_labels(moves, states))
-    for t in rng.choice(len(moves), size=min(8, len(moves)), replace=False):
+    ep_changed = np.r_[False, (states[1:, 69:71] != states[:-1, 69:71]).any(-1)]
+    np.testing.assert_array_equal(flags[:, 6], ep_changed)
+    checked[[0, 2, 3, 4, 6]] += flags[:, [0, 2, 3, 4, 6]].sum(0)
+    sample = rng.choice(len(moves), size=min(8, len(moves)), replace=False)
+    for t in sorted(set(sample) | set(np.flatnonzero(flags[:, 1] | flags[:, 5]))):
       board = chess.Board(encoding.labels_to_fen(states[t]))
       assert flags[t, 1] == board.is_check()
       assert flags[t, 5] == board.has_legal_en_passant()
+      checked[[1, 5]] += flags[t, [1, 5]]
     np.testing.assert_array_equal(flags[1:, len(strata.STRATA) :], flags[:-1, : len(strata.STRATA)])
     assert not flags[0, len(strata.STRATA) :].any()
-    seen += flags[:, : len(strata.STRATA)].sum(0)
-  assert (seen[:5] > 0).all()  # Captures, checks, king moves, promotions, lost rights all occur.
+  assert (checked > 0).all(), dict(zip(strata.STRATA, checked, strict=True))
+
+
+# Games with each event, and the strata of every step (t: the state after ply t).
+EVENT_GAMES = {
+  "en passant": (
+    "e2e4 a7a6 e4e5 d7d5 e5d6",
+    {1: {"ep_label"}, 2: {"ep_label"}, 4: {"ep_label", "ep_available"}, 5: {"capture", "ep_label"}},
+    {4: {"ep_label", "ep_available"}, 5: {"capture", "ep_label"}},  # legal e.p. labels
+  ),
+  "promotion taking a rook": (
+    "a2a4 b7b5 a4b5 a7a6 b5a6 c8b7 a6b7 b8c6 b7a8q",
+    {
+      1: {"ep_label"},  # a3 set
+      2: {"ep_label"},  # b6 in its place (a4 is no e.p. capturer: a pawn on the 4th rank)
+      3: {"capture", "ep_label"},
+      5: {"capture"},
+      7: {"capture"},
+      9: {"capture", "promotion", "castling_lost"},  # the a8 rook: black's queenside right
+    },
+    {
+      3: {"capture"},
+      5: {"capture"},
+      7: {"capture"},
+      9: {"capture", "promotion", "castling_lost"},
+    },  # fmt: skip
+  ),
+  "check and castling": (
+    "e2e4 d7d6 f1b5 c8d7 g1f3 g8f6 e1g1",
+    {1: {"ep_label"}, 2: {"ep_label"}, 3: {"check"}, 7: {"king_move", "castling_lost"}},
+    {3: {"check"}, 7: {"king_move", "castling_lost"}},
+  ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVENT_GAMES))
+@pytest.mark.parametrize("ep_mode", encoding.EP_MODES)
+def test_strata_of_games_with_each_event(name, ep_mode):
+  """Every flag of every step of a game built around an event (double push, legal e.p. capture,
+  promotion, castling, rook captured, check), under both e.p. label modes; the e.p.-label
+  stratum is where the encoded labels change."""
+  ucis, pseudo, legal = EVENT_GAMES[name]
+  moves, states = encoding.encode_game(ucis.split(), ep_mode=ep_mode)
+  events = pseudo if ep_mode == "pseudo" else legal
+  want = np.zeros((len(moves), len(strata.NAMES)), bool)
+  for t, names in events.items():
+    for s in names:
+      want[t, strata.NAMES.index(s)] = True
+      if t + 1 < len(moves):
+        want[t + 1, strata.NAMES.index(f"after_{s}")] = True
+  got = strata.game_flags(moves, ep_mode=ep_mode)
+  wrong = {(int(t), strata.NAMES[s]) for t, s in zip(*np.nonzero(got != want), strict=True)}
+  assert not wrong, wrong
+  changed = (states[1:, 69:71] != states[:-1, 69:71]).any(-1)
+  np.testing.assert_array_equal(got[1:, strata.NAMES.index("ep_label")], changed)
+
+
+def test_strata_matched_weighs_the_other_steps_by_the_stratum_plies():
+  """`matched`: the other steps at the stratum's plies, each ply weighted by its stratum steps."""
+  capture, check = strata.NAMES.index("capture"), strata.NAMES.index("check")
+  acc = strata.StrataAccumulator()
+
+  def add(exact, captures=(), checks=()):
+    flags = np.zeros((len(exact), len(strata.NAMES)), bool)
+    flags[list(captures), capture] = True
+    flags[list(checks), check] = True
+    hits = np.broadcast_to(strata.GROUP_SIZES, (len(exact), len(strata.GROUP_SIZES))).copy()
+    hits[~np.asarray(exact, bool), 0] -= 1  # one square wrong on each wrong step
+    acc.add(flags, np.asarray(exact, bool), hits)
+
+  add([1, 0, 1, 1], captures=[1, 3], checks=[0, 1, 2, 3])
+  add([1, 1, 0], captures=[1])
+  add([1, 1, 1, 0, 1])
+  r = acc.result()
+  c = r["capture"]
+  assert (c["steps"], c["exact_state"]) == (3, pytest.approx(2 / 3))  # plies 1, 1, 3
+  # Ply 1 (two capture steps): the other step there is exact; ply 3: the one other is wrong.
+  assert (c["matched"]["steps"], c["matched"]["exact_state"]) == (3, pytest.approx(2 / 3))
+  assert c["matched"]["groups"]["pieces"] == pytest.approx(1 - (1 / 3) / 64)
+  # Every check is in the first game: the other games' steps at plies 0-3; none at ply 4.
+  k = r["check"]
+  assert (k["matched"]["steps"], k["matched"]["exact_state"]) == (4, pytest.approx(5 / 8))
+  assert r["promotion"]["matched"] == {
+    "steps": 0, "exact_state": None, "groups": dict.fromkeys(strata.GROUP_NAMES),
+  }  # fmt: skip
+
+
+def test_strata_cache_is_keyed_by_the_definitions(data, monkeypatch, tmp_path):
+  """Flags cached under other definitions of the strata are not read back."""
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+  calls = []
+  real_flags = strata.game_flags
+  monkeypatch.setattr(strata, "game_flags", lambda *a: calls.append(1) or real_flags(*a))
+  first = strata.dataset_flags(data["single"], "games", 3)
+  assert len(calls) == 3 and len(first) == 3
+  strata.dataset_flags(data["single"], "games", 3)
+  assert len(calls) == 3  # read back
+  monkeypatch.setattr(strata, "definitions", lambda: "other definitions")
+  again = strata.dataset_flags(data["single"], "games", 3)
+  assert len(calls) == 6
+  for a, b in zip(first, again, strict=True):
+    np.testing.assert_array_equal(a, b)
 
 
 def test_strata_of_an_evaluation(run_dir, data, restored):
@@ -366,6 +473,7 @@ def test_strata_of_an_evaluation(run_dir, data, restored):
     acc.add(flags, exact, hits)
   assert r["strata"] == acc.result()
   assert r["strata"]["capture"]["steps"] > 0 and r["strata"]["capture"]["exact_state"] < 1
+  assert r["strata"]["ep_label"]["steps"] > 0 and r["strata"]["capture"]["matched"]["steps"] > 0
   assert sum(r["exact_steps"]) == round(r["exact_state"] * r["steps"])
   md = (run_dir / "eval" / "strata.md").read_text()
   assert "## Hard steps (strata)" in md and "| strata | after_capture |" in md

@@ -5,11 +5,10 @@ import sys
 
 import pytest
 
-from benchmarks import bench_cwm_mini
 from chessjax.models import FAMILIES, LM_FAMILIES, family_module, sizes
 from chessjax.world_model import grid, report
 from configs import cwm
-from launch import sweep
+from launch import cwm_mini, sweep
 
 ABLATION = "lab.slice_narrow"
 # A new ablation of SLiCE, written as a family module of its own and nothing else: it names the
@@ -74,10 +73,10 @@ def test_readers_take_the_grid_from_one_place():
   assert sweep.FAMILIES == grid.MAIN
   assert report.MAIN == grid.MAIN and report.SIZES == grid.SIZES
   assert report.VARIANTS == ("slice_diag", "mamba2", "gated_deltanet_pos")
-  assert bench_cwm_mini.ABLATIONS == grid.ABLATIONS
+  assert cwm_mini.ABLATIONS == grid.ABLATIONS
   # The bench's table order (the README's): the registry's order of the main families.
-  assert bench_cwm_mini.MAIN == ("transformer", "slice", "gated_deltanet", "mamba3")
-  assert bench_cwm_mini.warmup("mamba2", 3110) == 100  # Mamba-3's d128 warmup, 10,000, scaled.
+  assert cwm_mini.MAIN == ("transformer", "slice", "gated_deltanet", "mamba3")
+  assert cwm_mini.warmup("mamba2", 3110) == 100  # Mamba-3's d128 warmup, 10,000, scaled.
 
 
 @pytest.fixture

@@ -1,12 +1,13 @@
-"""benchmarks/bench_cwm_mini.py across sessions: finished runs of the committed record are not
+"""launch/cwm_mini.py across sessions: finished runs of the committed record are not
 trained again and enter the tables; a record of another protocol is ignored."""
 
 import json
 
 import pytest
 
-from benchmarks import bench_cwm_mini as bench
 from benchmarks.machine import cpu_model
+from launch import cwm_mini as bench
+from launch import cwm_tables as tables
 
 
 def _record(tmp_path, **protocol):
@@ -69,7 +70,7 @@ def test_paired_counts_seeds_where_one_family_beats_another():
   better, worse, n, diff = bench.paired(rows, "transformer", "mamba3", "real", "exact_state")
   assert (better, worse, n) == (1, 0, 2) and abs(diff - 2.5) < 1e-9  # percent
   assert bench.paired(rows, "transformer", "slice", "real", "loss")[2] == 0
-  lines = bench._paired_table(rows, [("transformer", "mamba3")], "## t", "better")
+  lines = tables._paired_table(rows, [("transformer", "mamba3")], "## t", "better")
   assert "| mamba3 vs transformer | real | better in 1/2, -0.0750 |" in "\n".join(lines)
 
 
@@ -130,4 +131,34 @@ def test_long_tables_and_figure(tmp_path):
   assert (tmp_path / "length.png").read_bytes()[:4] == b"\x89PNG"
   assert (
     bench.long_tables_markdown(args, [{"family": "x", "seed": 0, "real": {}, "random": {}}]) == ""
+  )
+
+
+def test_the_old_name_runs_the_moved_driver():
+  """`python -m benchmarks.bench_cwm_mini` (the records' and earlier docs' command) is an alias."""
+  from benchmarks import bench_cwm_mini
+
+  assert bench_cwm_mini.cwm_mini is bench
+  assert bench_cwm_mini.parse_args is bench.parse_args
+
+
+def test_strata_table_shows_the_matched_steps_when_the_evaluation_has_them(tmp_path):
+  """Evaluations with `matched` strata: each cell is the stratum's ExactState / the same plies'
+  other steps'; without it (older records) the cell is beside the overall ExactState."""
+  args = bench.parse_args(["--work", str(tmp_path), "--max-len", "50", "--eval-max-len", "130"])
+  r = _long_eval([10] * 130, [10] * 130, [-1, 3], [0.5, 0.25])
+  r["strata"]["capture"]["matched"] = {"steps": 4, "exact_state": 0.75, "groups": {}}
+  r["strata"]["after_capture"]["matched"] = {"steps": 0, "exact_state": None, "groups": {}}
+  row = {"family": "slice", "seed": 0}
+  for split in bench.SPLITS:
+    row[split] = {"exact_state": 0.6, "long": bench.long_game_summary(r, 50)}
+  assert row["real"]["long"]["strata"]["capture"]["matched"] == {"steps": 4, "exact_state": 0.75}
+  text = bench.long_tables_markdown(args, [row])
+  assert "on the other steps at the same plies" in text
+  assert "| slice_s0 | real | 60.00 | 50.00 / 75.00 | - |" in text
+  del r["strata"]["capture"]["matched"]
+  for split in bench.SPLITS:
+    row[split]["long"] = bench.long_game_summary(r, 50)
+  assert "| slice_s0 | real | 60.00 | 50.00 (-10.00) | - |" in bench.long_tables_markdown(
+    args, [row]
   )

@@ -1,0 +1,225 @@
+"""docs/performance.md's accelerator sections, rendered from code and records: the model FLOPs
+per token (`chessjax.flops`), the roofline of a paper-like batch (docs/results/roofline.json,
+`benchmarks.bench_roofline`), the H200 rows (docs/results/bench_device_h200.json) and their
+comparison with the paper's step time.
+
+The paper's "1.1 s" is a whole run's average: its longest stage-2 retrains took about four days
+for 310,944 steps (Walker & Lyons, appendix B; family and GPU not named), data loading,
+validation and checkpoints included. Every ratio against it below is a single step against that
+whole-run average, and says so.
+"""
+
+from chessjax import flops
+from chessjax.models import model_config
+from chessjax.world_model import grid
+from launch.findings import record
+
+PAPER_RUN_DAYS = 4  # "The longest second-stage retrains took approximately four days."
+FAMILIES = ("transformer", "slice", "slice_diag", "gated_deltanet", "gated_deltanet_pos",
+            "mamba2", "mamba3", "mamba3_mimo")  # fmt: skip
+LABEL = "a step against a whole-run average"
+
+
+def paper_step_ms() -> float:
+  """The paper's whole-run average per step, in ms."""
+  return PAPER_RUN_DAYS * 86400e3 / grid.STEPS_4_EPOCHS
+
+
+def h200(name: str) -> dict | None:
+  rows = [r for r in record("bench_device_h200")["rows"] if r["name"] == name]
+  return rows[0] if rows and rows[0]["status"] == "ok" else None
+
+
+def mean_steps() -> int:
+  """The bundled sample's mean game in steps (START included), the length the FLOPs table uses."""
+  return round(record("roofline")["sample"]["mean_steps"])
+
+
+def flops_table() -> str:
+  """Training MFLOP per token at the sample's mean game, every size, and the d512 forward's split
+  over projections / mixer / MLP / head."""
+  t = mean_steps()
+  out = [
+    "| family | d128 | d256 | d384 | d512 | d512 split, % | mixer (chunk) |",
+    "|---|---:|---:|---:|---:|---|---|",
+  ]
+  for family in FAMILIES:
+    cells = [f"{flops.per_token(model_config(family, s), t) / 1e6:.2f}" for s in grid.SIZES]
+    cfg = model_config(family, "d512")
+    f = flops.forward(cfg, t)
+    split = " / ".join(f"{100 * f[c] / sum(f.values()):.0f}" for c in flops.COMPONENTS)
+    out.append(f"| {family} | " + " | ".join(cells) + f" | {split} | {flops.describe(cfg)} |")
+  return "\n".join(out)
+
+
+def roofline_sample() -> str:
+  s = record("roofline")["sample"]
+  q = s["padded_steps_quartiles"]
+  return "\n".join(
+    [
+      f"* The sample (`{s['path']}`): {s['games']:,} games kept by the paper's rule, "
+      f"{s['mean_steps']:.1f} steps on average (median {s['median_steps']:g}, longest "
+      f"{s['max_steps']}).",
+      f"* Batches of 128 ({s['batches']} from {s['shuffles']} seeded shuffles) padded to their "
+      f"longest game: {s['mean_padded_steps']:.1f} steps on average (quartiles "
+      f"{q[0]:g} / {q[1]:g} / {q[2]:g}), so {100 * s['padding']:.0f}% of a batch's cells are "
+      "padding.",
+    ]
+  )
+
+
+def roofline_table() -> str:
+  rec = record("roofline")
+  chips = list(rec["chips"])
+  head = " | ".join(f"{c} compute ms | {c} memory ms (upper)" for c in chips)
+  out = [
+    f"| family | TFLOP per step | XLA GB (unfused) | {head} |",
+    "|---|---:|---:|" + "---:|" * 2 * len(chips),
+  ]
+  for family, r in rec["rows"].items():
+    cells = [f"{r[c]['compute_ms']:.1f} | {r[c]['memory_ms']:.0f}" for c in chips]
+    out.append(
+      f"| {family} | {r['flop_per_step'] / 1e12:.3f} | {r['bytes_per_step'] / 1e9:.0f} | "
+      + " | ".join(cells)
+      + " |"
+    )
+  return "\n".join(out)
+
+
+def roofline_against_paper() -> str:
+  rec = record("roofline")
+  paper = paper_step_ms()
+  lines = []
+  for chip in rec["chips"]:
+    mem = [r[chip]["memory_ms"] for r in rec["rows"].values()]
+    comp = [r[chip]["compute_ms"] for r in rec["rows"].values()]
+    lines.append(
+      f"* {chip}: the paper's {paper / 1e3:.2f} s is "
+      f"{paper / max(mem):.1f}-{paper / min(mem):.1f}x the unfused memory bound and "
+      f"{paper / max(comp):.0f}-{paper / min(comp):.0f}x the compute bound ({LABEL})."
+    )
+  return "\n".join(lines)
+
+
+def h200_table() -> str:
+  from benchmarks.bench_device import Row, table
+
+  rows = [r for r in record("bench_device_h200")["rows"] if r["status"] == "ok"]
+  return table([Row(**{k: v for k, v in r.items() if k != "run"}) for r in rows]).strip()
+
+
+def paper_step_table() -> str:
+  """Each family's measured d512 batch-128 step (games of 256 steps), the same scaled to the
+  paper-like batch's mean padded length (an estimate: the step taken as linear in the length),
+  and the paper's whole-run average over each."""
+  padded = record("roofline")["sample"]["mean_padded_steps"]
+  paper = paper_step_ms()
+  out = [
+    f"| family | float32 step ms (256 steps, measured) | bfloat16 step ms (measured) | float32 "
+    f"at {padded:.0f} steps (estimate) | bfloat16 at {padded:.0f} steps (estimate) | paper's "
+    f"{paper / 1e3:.2f} s / float32 estimate ({LABEL}) | paper's {paper / 1e3:.2f} s / "
+    f"bfloat16 estimate ({LABEL}) |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+  ]
+  for family in FAMILIES:
+    a, b = h200(f"{family} d512 b128 float32"), h200(f"{family} d512 b128 bfloat16")
+    if a is None or b is None:
+      continue
+    ea, eb = a["ms"] * padded / 256, b["ms"] * padded / 256
+    out.append(
+      f"| {family} | {a['ms']:.2f} | {b['ms']:.2f} | {ea:.2f} | {eb:.2f} | {paper / ea:.1f}x | "
+      f"{paper / eb:.1f}x |"
+    )
+  return "\n".join(out)
+
+
+def h200_facts() -> str:
+  """MFU and step ranges, what `auto` reads off the recurrence rows, the d128 runs' GPU time."""
+  rows = [r for r in record("bench_device_h200")["rows"] if r["status"] == "ok"]
+  d512 = [r for r in rows if " d512 " in r["name"]]
+  d128 = [r for r in rows if " d128 " in r["name"]]
+  rec = {r["name"]: r for r in rows if r["part"] == "recurrence"}
+
+  def ms(name):
+    return rec[name]["ms"]
+
+  chunked = {k: v["ms"] for k, v in rec.items() if "affine_scan chunked" in k}
+  delta = {k: v["ms"] for k, v in rec.items() if "delta_rule chunked" in k}
+  ssd = {k: v["ms"] for k, v in rec.items() if "ssd chunked" in k}
+  best_ssd = min(ssd, key=ssd.get)
+  mini = record("bench_cwm_mini")
+  cpu_min = [r["train_cpu_s"] / 60 for r in mini["runs"] if r["train_cpu_s"]]
+  gpu_s = [mini["args"]["steps"] * r["ms"] / 1e3 for r in d128]
+  demo = record("demo")["gpu"]
+  pct = lambda x: f"{100 * x:.0f}"  # noqa: E731
+  return "\n".join(
+    [
+      f"* MFU {pct(min(r['mfu'] for r in d512))}-{pct(max(r['mfu'] for r in d512))}% at d512 "
+      f"(float32 runs TF32 matmuls and is measured against the TF32 peak, bfloat16 against its "
+      f"own, hence bfloat16's lower MFU at a faster step) and "
+      f"{pct(min(r['mfu'] for r in d128))}-{pct(max(r['mfu'] for r in d128))}% at d128 batch 32, "
+      f"where a step takes {min(r['ms'] for r in d128):.1f}-{max(r['ms'] for r in d128):.1f} ms.",
+      f"* The d128 ranking's {mini['args']['steps']:,}-step runs would take "
+      f"{min(gpu_s):.0f}-{max(gpu_s):.0f} s of H200 time each at these steps, against "
+      f"{min(cpu_min):.0f}-{max(cpu_min):.0f} CPU-minutes on one core here.",
+      f"* The affine scan (SLiCE) is fastest sequential, {ms('affine_scan sequential'):.2f} ms, "
+      f"against {min(chunked.values()):.2f}-{max(chunked.values()):.2f} ms chunked and "
+      f"{ms('affine_scan associative'):.2f} ms associative: `auto` is sequential on GPU as on "
+      "CPU.",
+      f"* The delta rule chunked takes {min(delta.values()):.2f}-{max(delta.values()):.2f} ms "
+      f"against {ms('delta_rule sequential'):.1f} ms sequential "
+      f"({ms('delta_rule sequential') / ms('delta_rule chunked C64'):.1f}x at the default C = 64); "
+      f"SSD {ssd[best_ssd]:.2f} ms at its fastest chunk ({best_ssd.split()[-1]}) against "
+      f"{ms('ssd sequential'):.1f} ms sequential "
+      f"({ms('ssd sequential') / ssd[best_ssd]:.0f}x): both stay chunked.",
+      f"* The demo's job on the GPU (`python -m launch.demo_world_model --workers 8`): "
+      f"{demo['wall_s']} s in all, training at {demo['train_tokens_per_s'][0]:,}-"
+      f"{demo['train_tokens_per_s'][1]:,} tokens/s in its log lines; real test split Labelwise "
+      f"{100 * demo['splits']['real']['labelwise']:.2f}%, ExactState "
+      f"{100 * demo['splits']['real']['exact_state']:.2f}% (the CPU's: "
+      f"{100 * record('demo')['splits']['real']['labelwise']:.2f}% and "
+      f"{100 * record('demo')['splits']['real']['exact_state']:.2f}%; TF32 matmuls), "
+      f"random-uniform {100 * demo['splits']['random']['labelwise']:.2f}% and "
+      f"{100 * demo['splits']['random']['exact_state']:.2f}%.",
+    ]
+  )
+
+
+def time_to_target() -> str:
+  """bench_parity_quality's time for each side to reach the released runs' highest final
+  held-out loss (docs/results/parity.json)."""
+  q = record("parity")["quality"]["time_to_target"]
+  out = [
+    "| family | target loss | released wall s | chessjax wall s | ratio | released CPU s | "
+    "chessjax CPU s | whole run wall s released / chessjax |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+  ]
+  notes = []
+  for family in ("transformer", "slice"):
+    r = q[family]
+    rel, own = r["released_wall_s"], r["chessjax_wall_s"]
+    whole = r["whole_run_wall_s"]
+    out.append(
+      f"| {family} | {r['target_loss']:.4f} | {rel[0]} ({rel[1]}-{rel[2]}) | {own[0]} "
+      f"({own[1]}-{own[2]}) | {rel[0] / own[0]:.2f}x | {r['released_cpu_s']} | "
+      f"{r['chessjax_cpu_s']} | {whole['released']} / {whole['chessjax']} |"
+    )
+    notes.append(
+      f"{family} {whole['released'] / whole['chessjax']:.2f}x over the whole run, "
+      f"{rel[0] / own[0]:.2f}x to the target"
+    )
+  return (
+    "\n".join(out) + "\n\nchessjax against the released loop, wall time: " + "; ".join(notes) + "."
+  )
+
+
+def register(spans: dict) -> None:
+  spans["perf:TIME_TO_TARGET"] = time_to_target
+  spans["perf:FLOPS_TABLE"] = flops_table
+  spans["perf:FLOPS_T"] = lambda: str(mean_steps())
+  spans["perf:ROOFLINE_SAMPLE"] = roofline_sample
+  spans["perf:ROOFLINE_TABLE"] = roofline_table
+  spans["perf:ROOFLINE_PAPER"] = roofline_against_paper
+  spans["perf:H200_TABLE"] = h200_table
+  spans["perf:PAPER_STEP_TABLE"] = paper_step_table
+  spans["perf:H200_FACTS"] = h200_facts
