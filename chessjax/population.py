@@ -16,8 +16,8 @@ adds its own.
 
 * Members may differ in `MEMBER_KEYS`: the seed (initialisation, dropout and data order) and the
   optimizer's numbers (learning rate, warmup, betas, epsilon, weight decay, the schedule's floor,
-  clipping). Each member's numbers are arrays of the population's state that the step reads, so
-  one program serves any values (and the compilation cache any population of the same shapes).
+  clipping). The numbers in which members differ are arrays of the population's state that the
+  step reads (those they share stay constants of the program, as in a run alone).
   A key that changes the shapes or the program (family, size, model fields, batch size, lengths,
   task, schedule kind, micro-batches, remat) or the loop they share (data, cadence) is refused
   before anything starts, with a message naming it.
@@ -167,7 +167,7 @@ class Population:
   """The members' train states stacked on a leading axis and one jitted step for all of them
   (`chessjax.train.Runs`). The state: {"members": every member's train state (the structure of
   one run's, `chessjax.step.init_state`) stacked, "hparams": each member's optimizer numbers,
-  warmup and length, "active": whether each member still trains}."""
+  warmup and length where they differ, "active": whether each member still trains}."""
 
   length_axis = 2  # Of a stacked batch [K, B, T, ...]; 1 when the members share their batch.
 
@@ -280,20 +280,30 @@ class Population:
     return self.specs[i].lr_at
 
 
+def _numbers(spec: TrainSpec) -> dict:
+  """A member's optimizer numbers, warmup and length."""
+  out = {k: getattr(spec.optim, k) for k in _NUMBERS}
+  return {**out, "warmup": spec.warmup_steps, "total": spec.total_steps}
+
+
 def _hparams(specs: list[TrainSpec]) -> dict:
-  """Each member's optimizer numbers, warmup and length: float32 / int32 arrays [K]."""
-  out = {k: np.asarray([getattr(s.optim, k) for s in specs], np.float32) for k in _NUMBERS}
-  out["warmup"] = np.asarray([s.warmup_steps for s in specs], np.int32)
-  out["total"] = np.asarray([s.total_steps for s in specs], np.int32)
-  return out
+  """The numbers in which the members differ: float32 / int32 arrays [K] (those they share stay
+  Python constants of the program, so the step computes them exactly as a run alone does)."""
+  numbers = [_numbers(s) for s in specs]
+  return {
+    k: np.asarray([n[k] for n in numbers], np.int32 if k in ("warmup", "total") else np.float32)
+    for k in numbers[0]
+    if len({n[k] for n in numbers}) > 1
+  }
 
 
 def _member_step(graphdef, task, spec: TrainSpec, params0, hp, state, batch, *, micro_batches):
   """One member's train step (`chessjax.step.train_step`) with its optimizer built from its
-  numbers `hp` (traced, one member's)."""
+  numbers: `hp` (traced, one member's) where the members differ, else the population's."""
   o = spec.optim
-  numbers = dataclasses.replace(o, **{k: hp[k] for k in _NUMBERS})
-  lr_at = optim.lr_schedule(hp["lr"], hp["warmup"], hp["total"], o.schedule, hp["floor"])
+  n = {**_numbers(spec), **hp}
+  numbers = dataclasses.replace(o, **{k: n[k] for k in _NUMBERS})
+  lr_at = optim.lr_schedule(n["lr"], n["warmup"], n["total"], o.schedule, n["floor"])
   tx = optim.make_optimizer(numbers, lr_at, params0)  # params0: the weight-decay groups only.
   t = spec.train
   return step.train_step(

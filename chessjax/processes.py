@@ -12,11 +12,15 @@ anything touches a backend:
   job (SLURM_NTASKS > 1; one process per GPU) or Open MPI (OMPI_COMM_WORLD_SIZE > 1) by itself.
 
 No process waits forever on another:
-* a process that dies (SIGKILL, preemption, a crash below Python) stops sending heartbeats; after
-  CHESSJAX_HEARTBEAT_TIMEOUT seconds (default 100, JAX's) JAX's coordination service ends every
-  other process, with a fatal log line that names the lost one ("The following tasks are
-  unhealthy (stopped sending heartbeats): 1"), or, when process 0 (the coordinator) is the one
-  lost, says that the coordination service is unreachable;
+* a process that dies (SIGKILL, a crash below Python, a lost machine) is named by the others
+  within CHESSJAX_PEER_TIMEOUT seconds (default 30), wherever they wait, a checkpoint's barrier
+  or a collective included: each process's watcher thread (`_start_watcher`) publishes a
+  heartbeat every `HEARTBEAT_SECONDS` in the coordination service's key-value store and watches
+  the others'; a peer silent for that long ends this process with "error: process K of N stopped
+  answering ... rerun the same command on every host: training resumes from its last
+  checkpoint" (exit status 1). When process 0, which hosts the coordination service, is the one
+  lost, JAX ends the others at once with its own message (the "leader task ... died"). JAX's
+  own heartbeat (CHESSJAX_HEARTBEAT_TIMEOUT seconds, default 100) remains the last resort;
 * a Python error in one process (`fail_together`, around every entry point) is published to the
   others, which print it, naming the failed process, and exit at once (within
   `WATCH_SECONDS`) instead of waiting in their next collective; the failed process exits without
@@ -36,6 +40,9 @@ import jax
 
 FAILED_PREFIX = "chessjax/failed/"  # Key-value store directory: process id -> error text.
 WATCH_SECONDS = 0.5  # How often each process looks for a peer's published error.
+ALIVE_PREFIX = "chessjax/alive/"  # Key-value store directory: process id -> heartbeat counter.
+HEARTBEAT_SECONDS = 2.0  # How often each process publishes its heartbeat and reads the others'.
+EXITED = "exited"  # The heartbeat of a process that is leaving normally.
 _watcher: "threading.Thread | None" = None
 _stopping = threading.Event()
 
@@ -99,27 +106,50 @@ def _client():
   return distributed.global_state.client
 
 
+def peer_timeout() -> float:
+  """Seconds without a heartbeat after which a peer counts as lost (CHESSJAX_PEER_TIMEOUT)."""
+  return float(_int_env("CHESSJAX_PEER_TIMEOUT", 30))
+
+
 def _start_watcher() -> None:
-  """A daemon thread that ends this process as soon as another one publishes its error."""
+  """A daemon thread that ends this process as soon as another one publishes its error, or stops
+  answering (module docstring)."""
   global _watcher
   client = _client()
+  me, count = jax.process_index(), jax.process_count()
+  timeout = peer_timeout()
 
   def watch():
+    heard = dict.fromkeys(range(count), time.monotonic())  # Peer -> when its counter last moved.
+    values: dict[int, str] = {}
+    beat, next_beat = 0, 0.0
     while not _stopping.wait(WATCH_SECONDS):
       try:
         failed = client.key_value_dir_get(FAILED_PREFIX)
+        now = time.monotonic()
+        if now >= next_beat:
+          beat, next_beat = beat + 1, now + HEARTBEAT_SECONDS
+          client.key_value_set(f"{ALIVE_PREFIX}{me}", str(beat), allow_overwrite=True)
+          for key, value in client.key_value_dir_get(ALIVE_PREFIX):
+            peer = int(key.rsplit("/", 1)[-1])
+            if value == EXITED:  # Left normally (waits in JAX's shutdown): never lost.
+              heard.pop(peer, None)
+            elif values.get(peer) != value:
+              values[peer], heard[peer] = value, now
       except Exception:  # noqa: BLE001 - the coordinator is gone: JAX's own health check reports it.
         return
       if failed and not _stopping.is_set():
         key, message = sorted(failed)[0]
         who = key.rsplit("/", 1)[-1]
-        print(
-          f"error: process {who} of {jax.process_count()} failed, stopping process "
-          f"{jax.process_index()} too:\n{message}",
-          file=sys.stderr,
-          flush=True,
+        _exit_now(f"error: process {who} of {count} failed, stopping process {me} too:\n{message}")
+      lost = sorted(p for p, t in heard.items() if p != me and now - t > timeout)
+      if lost and not _stopping.is_set():
+        names = ", ".join(map(str, lost))
+        _exit_now(
+          f"error: process {names} of {count} stopped answering (no heartbeat for {timeout:g} s: "
+          f"it crashed, was killed or lost its network); stopping process {me} too. Rerun the "
+          "same command on every host: training resumes from its last checkpoint."
         )
-        os._exit(1)
 
   _watcher = threading.Thread(target=watch, name="chessjax-peer-errors", daemon=True)
   _watcher.start()
@@ -128,10 +158,22 @@ def _start_watcher() -> None:
   atexit.register(_stop_watcher)
 
 
+def _exit_now(message: str) -> None:
+  print(message, file=sys.stderr, flush=True)
+  os._exit(1)
+
+
 def _stop_watcher() -> None:
+  """Stops the watcher and tells the others that this process leaves normally, so that the
+  ones still working (e.g. process 0 writing reports) do not take it for lost while it waits in
+  JAX's shutdown."""
   _stopping.set()
   if _watcher is not None:
     _watcher.join(timeout=5 * WATCH_SECONDS)
+  try:
+    _client().key_value_set(f"{ALIVE_PREFIX}{jax.process_index()}", EXITED, allow_overwrite=True)
+  except Exception:  # noqa: BLE001 - the coordinator is gone already; nothing to tell.
+    pass
 
 
 @contextlib.contextmanager

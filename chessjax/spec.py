@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 
-from chessjax import optim
+from chessjax import optim, profiling
 
 AUTO = "auto"
 _TRUE = ("true", "1", "yes", "on")
@@ -195,6 +195,7 @@ class TrainSpec:
       raise ValueError(f"optim.schedule must be one of {optim.SCHEDULES}, got {o.schedule!r}")
     if t.compile_ahead.strip().lower() not in (AUTO, *_TRUE, *_FALSE):
       raise ValueError(f"train.compile_ahead must be auto, true or false, got {t.compile_ahead!r}")
+    profiling.parse_range(t.profile)  # "START:STOP" or "".
     for key in ("log_every", "checkpoint_every", "snapshot_every", "max_bad_batches"):
       if getattr(t, key) < 1:
         raise ValueError(f"train.{key} must be >= 1, got {getattr(t, key)}")

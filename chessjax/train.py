@@ -454,6 +454,7 @@ class _Loop:
           )
           r.end("aborted", int(o["step"]))
           r.logger.message(f"error: {r.abort_reason}")
+          r.kept_summary = r.summary(self.total)  # Now: a crash later must not lose it.
           continue
         r.logger.add(o)
 
