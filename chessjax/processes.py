@@ -18,7 +18,9 @@ No process waits forever on another:
   heartbeat every `HEARTBEAT_SECONDS` in the coordination service's key-value store and watches
   the others'; a peer silent for that long ends this process with "error: process K of N stopped
   answering ... rerun the same command on every host: training resumes from its last
-  checkpoint" (exit status 1). When process 0, which hosts the coordination service, is the one
+  checkpoint" (exit status 1). Where the lost peer's dropped connection fails a collective at
+  once (gloo on one machine does), the error is followed by the same sentence within
+  2.5 x `HEARTBEAT_SECONDS` (`lost_peers`). When process 0, which hosts the coordination service, is the one
   lost, JAX ends the others at once with its own message (the "leader task ... died"). JAX's
   own heartbeat (CHESSJAX_HEARTBEAT_TIMEOUT seconds, default 100) remains the last resort;
 * a Python error in one process (`fail_together`, around every entry point) is published to the
@@ -144,18 +146,42 @@ def _start_watcher() -> None:
         _exit_now(f"error: process {who} of {count} failed, stopping process {me} too:\n{message}")
       lost = sorted(p for p, t in heard.items() if p != me and now - t > timeout)
       if lost and not _stopping.is_set():
-        names = ", ".join(map(str, lost))
-        _exit_now(
-          f"error: process {names} of {count} stopped answering (no heartbeat for {timeout:g} s: "
-          f"it crashed, was killed or lost its network); stopping process {me} too. Rerun the "
-          "same command on every host: training resumes from its last checkpoint."
-        )
+        _exit_now(f"{_lost_message(lost)} (No heartbeat for {timeout:g} s.)")
 
   _watcher = threading.Thread(target=watch, name="chessjax-peer-errors", daemon=True)
   _watcher.start()
   # Registered after jax.distributed's own exit handler, hence run before it: the thread stops
   # asking the key-value store before JAX disconnects from it.
   atexit.register(_stop_watcher)
+
+
+def lost_peers(wait: float = 2.5 * HEARTBEAT_SECONDS) -> list[int]:
+  """The other processes whose heartbeat does not move within `wait` seconds (all of them when
+  the key-value store, i.e. process 0, cannot be reached); returns as soon as every peer's has."""
+  client, me, count = _client(), jax.process_index(), jax.process_count()
+  peers = set(range(count)) - {me}
+  try:
+    first = dict(client.key_value_dir_get(ALIVE_PREFIX))
+    moved = {p for p in peers if first.get(f"{ALIVE_PREFIX}{p}") == EXITED}
+    deadline = time.monotonic() + wait
+    while moved != peers and time.monotonic() < deadline:
+      time.sleep(WATCH_SECONDS / 2)
+      now = dict(client.key_value_dir_get(ALIVE_PREFIX))
+      moved |= {
+        p for p in peers if now.get(f"{ALIVE_PREFIX}{p}") != first.get(f"{ALIVE_PREFIX}{p}")
+      }
+  except Exception:  # noqa: BLE001 - the coordinator is gone.
+    return [0] if me != 0 else sorted(peers)
+  return sorted(peers - moved)
+
+
+def _lost_message(lost: list[int]) -> str:
+  names = ", ".join(map(str, lost))
+  return (
+    f"error: process {names} of {jax.process_count()} stopped answering (it crashed, was killed "
+    f"or lost its network); stopping process {jax.process_index()} too. Rerun the same command "
+    "on every host: training resumes from its last checkpoint."
+  )
 
 
 def _exit_now(message: str) -> None:
@@ -192,6 +218,11 @@ def fail_together():
     else:
       text = "".join(traceback.format_exception(e)).rstrip()
       code = 1
+      # A collective or a checkpoint's barrier fails at once when a peer's connection drops:
+      # name the peer that stopped answering, if one did, rather than the transport's error.
+      lost = lost_peers()
+      if lost:
+        text = f"{text}\n{_lost_message(lost)}"
     print(text, file=sys.stderr, flush=True)
     _publish_failure(text)
     sys.stdout.flush()

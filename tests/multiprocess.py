@@ -18,8 +18,10 @@ from pathlib import Path
 
 from conftest import REPO
 
-# A lost process is noticed within this many seconds (JAX's heartbeat; `chessjax.processes`).
-HEARTBEAT_SECONDS = 10
+# A lost process is named by the others within PEER_SECONDS (`chessjax.processes`' watcher),
+# long before JAX's own heartbeat timeout (HEARTBEAT_SECONDS) would end them.
+PEER_SECONDS = 5
+HEARTBEAT_SECONDS = 30
 DEFAULT_DEADLINE = 240  # Seconds a whole multi-process command may take before it counts as hung.
 
 
@@ -44,6 +46,7 @@ def environment(process_id: int | None, processes: int, devices: int, port: int 
       CHESSJAX_NUM_PROCESSES=str(processes),
       CHESSJAX_PROCESS_ID=str(process_id),
       CHESSJAX_HEARTBEAT_TIMEOUT=str(HEARTBEAT_SECONDS),
+      CHESSJAX_PEER_TIMEOUT=str(PEER_SECONDS),
       CHESSJAX_INIT_TIMEOUT="120",
       CHESSJAX_SHUTDOWN_TIMEOUT="60",
     )

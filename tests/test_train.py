@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from conftest import REPO, SMOKE_FAMILY
 
-from chessjax import evaluation, optim, train, workdir
+from chessjax import evaluation, optim, preemption, train, workdir
+from chessjax.checkpointing import Checkpointer
 from chessjax.compile import StepCompiler
 from chessjax.data import pipeline
 from chessjax.data.rows import GameRows
@@ -268,7 +269,11 @@ def test_data_parallel_on_four_devices_matches_one(dataset):
 
 
 @pytest.mark.slow
-def test_kill_9_then_rerun_reaches_the_same_parameters(dataset, tmp_path):
+def test_kill_9_or_sigterm_then_rerun_reaches_the_same_parameters(dataset, tmp_path):
+  """SIGKILL after checkpoint 4 of 12: the rerun resumes there. SIGTERM (preemption) after
+  checkpoint 2: the run finishes its step, saves a checkpoint at it, writes its summary as
+  preempted and exits with status 75 within 60 s; the rerun resumes at that step. Both end bit for
+  bit as the uninterrupted run."""
   overrides = [
     "--config.train.steps=12",
     "--config.train.checkpoint_every=2",
@@ -276,45 +281,53 @@ def test_kill_9_then_rerun_reaches_the_same_parameters(dataset, tmp_path):
     "--config.train.log_every=2",
   ]
   env = subprocess_env(tmp_path)
+
+  def run(work):
+    done = subprocess.run(
+      main_cmd(dataset, work, *overrides), cwd=REPO, env=env, capture_output=True, text=True,
+      timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+  def start_and_signal(work, after: int, sig) -> subprocess.Popen:
+    proc = subprocess.Popen(
+      main_cmd(dataset, work, *overrides), cwd=REPO, env=env, stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 600
+    while time.time() < deadline and not (work / "checkpoints" / str(after)).exists():
+      time.sleep(0.01)
+    proc.send_signal(sig)
+    return proc
+
   # The uninterrupted run as a separate process too: trained in this process instead (4 virtual
   # devices, the suite's set-up), its parameters differ from `chessjax.main`'s in the last bits.
-  ref = subprocess.run(
-    main_cmd(dataset, tmp_path / "ref", *overrides),
-    cwd=REPO,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
-  assert ref.returncode == 0, ref.stderr[-3000:]
-  work = tmp_path / "killed"
-  proc = subprocess.Popen(
-    main_cmd(dataset, work, *overrides),
-    cwd=REPO,
-    env=env,
-    stdout=subprocess.DEVNULL,
-    stderr=subprocess.DEVNULL,
-  )
-  deadline = time.time() + 600
-  while time.time() < deadline and not (work / "checkpoints" / "4").exists():
-    time.sleep(0.01)
-  os.kill(proc.pid, signal.SIGKILL)
-  proc.wait()
-  assert not (work / "train_summary.json").exists(), "the run finished before the kill"
-  rerun = subprocess.run(
-    main_cmd(dataset, work, *overrides),
-    cwd=REPO,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
-  assert rerun.returncode == 0, rerun.stderr[-3000:]
-  assert json.loads((work / "train_summary.json").read_text())["resumed_from"] >= 4
+  run(tmp_path / "ref")
   want = workdir.restore(tmp_path / "ref", which="latest").state
-  got = workdir.restore(work, which="latest").state
-  for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+  killed = tmp_path / "killed"
+  start_and_signal(killed, 4, signal.SIGKILL).wait()
+  assert not (killed / workdir.SUMMARY).exists(), "the run finished before the kill"
+
+  preempted = tmp_path / "preempted"
+  proc = start_and_signal(preempted, 2, signal.SIGTERM)
+  signalled = time.monotonic()
+  out = proc.communicate(timeout=60)[0]
+  assert time.monotonic() - signalled < 60
+  assert proc.returncode == preemption.EXIT_STATUS, out[-3000:]
+  summary = workdir.read_summary(preempted)
+  stop = summary["steps"]
+  assert summary["preempted"] and 2 <= stop < 12, summary
+  assert f"preempted (SIGTERM): stopped at step {stop}" in out
+  assert stop in Checkpointer(preempted).steps() and not workdir.finished(preempted)
+
+  for work, resumed in ((killed, 4), (preempted, stop)):
+    run(work)
+    summary = workdir.read_summary(work)
+    assert summary["resumed_from"] >= resumed and not summary["preempted"]
+    got = workdir.restore(work, which="latest").state
+    for a, b in zip(jax.tree.leaves(want["params"]), jax.tree.leaves(got["params"]), strict=True):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_a_new_task_trains_without_touching_the_loop(dataset, tmp_path):
