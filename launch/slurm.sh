@@ -9,16 +9,23 @@
 # Submit from the repository root (its .venv, made by `launch/gpu_host.sh setup` on a shared
 # filesystem, runs every task). srun starts one task per GPU with the same command; in each task
 # `jax.distributed.initialize()` finds the job's other tasks from SLURM's variables by itself
-# (chessjax.processes), so no coordinator address is set here. --kill-on-bad-exit ends the whole
-# job step when one task fails. The workdir must be shared by every node (NFS, Lustre, a mounted
-# bucket): every process writes its part of each checkpoint there. Rerunning the same command
-# resumes.
+# (chessjax.processes), so no coordinator address is set here; chessjax.processes stops every
+# task when one fails or is lost (so srun need not kill the step on the first non-zero exit). The
+# workdir must be shared by every node (NFS, Lustre, a mounted bucket): every process writes its
+# part of each checkpoint there. Rerunning the same command resumes.
+#
+# Time limit and preemption: SLURM sends SIGTERM to every task 120 s before the job's end
+# (--signal=TERM@120) or when it preempts the job; the tasks agree on a step, save a checkpoint
+# there and exit with status 75 (chessjax.preemption), and this script then requeues the job
+# (--requeue), whose rerun resumes from that checkpoint.
 #SBATCH --job-name=chessjax
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=8
 #SBATCH --gpus-per-task=1
 #SBATCH --cpus-per-task=8
 #SBATCH --output=runs/logs/%x-%j.log
+#SBATCH --signal=TERM@120
+#SBATCH --requeue
 set -euo pipefail
 
 PROG="slurm.sh"
@@ -56,11 +63,18 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$FAMILY" && -n "$SIZE" && -n "$WORKDIR" ]] || die_usage "needs --family, --size and --workdir"
 
+PREEMPTED=75  # chessjax.preemption.EXIT_STATUS: saved at a step on SIGTERM; a rerun resumes.
 # As gpu_host.sh: most of each GPU's memory for the trainer, collectives overlapped with compute,
 # a persistent compilation cache (each task reads it; process 0 writes it).
-run_cmd srun --kill-on-bad-exit=1 --chdir="$REPO_ROOT" env \
+status=0
+run_cmd srun --kill-on-bad-exit=0 --chdir="$REPO_ROOT" env \
   "XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.90}" \
   "XLA_FLAGS=${XLA_FLAGS:---xla_gpu_enable_latency_hiding_scheduler=true}" \
   "JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$HOME/.cache/chessjax-jax}" \
   "$VENV/bin/python" -m chessjax.main "--config=configs/cwm.py:family=$FAMILY,size=$SIZE" \
-  "--workdir=$WORKDIR" "${EXTRA[@]+"${EXTRA[@]}"}"
+  "--workdir=$WORKDIR" "${EXTRA[@]+"${EXTRA[@]}"}" || status=$?
+if [[ "$status" == "$PREEMPTED" && -n "${SLURM_JOB_ID:-}" ]]; then
+  echo "$PROG: preempted; checkpoint saved; requeueing job $SLURM_JOB_ID to resume" >&2
+  run_cmd scontrol requeue "$SLURM_JOB_ID"
+fi
+exit "$status"

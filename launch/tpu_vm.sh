@@ -7,6 +7,11 @@
 # Commands on the workers are one-line bash scripts passed with --command (sync-data's script calls
 # the workers' own gcloud). Nothing here names a project, zone, bucket or credentials: they come
 # from flags or the environment (or gcloud's own default project). Walkthrough: launch/README.md.
+#
+# Preemption (spot VMs, `stop`): SIGTERM to the trainer on any worker makes every worker save a
+# checkpoint at one agreed step and exit with status 75 (chessjax.preemption); running the same
+# `run` again (on a recreated VM after a spot preemption: the workdir must be a gs:// bucket)
+# resumes from it. A notice too short for the step and the save leaves the last periodic one.
 set -euo pipefail
 
 PROG="${0##*/}"
@@ -367,7 +372,8 @@ cmd_stop() {
   else
     die_usage "stop needs --log-name NAME or --all"
   fi
-  # Signals the process group recorded at start (setsid), so helper processes stop too.
+  # Signals the process group recorded at start (setsid), so helper processes stop too. The
+  # trainer saves a checkpoint at one step agreed by every worker before it exits (status 75).
   ssh_workers all "cd $(q "$REMOTE_DIR") && for p in $glob; do [ -e \"\$p\" ] || continue;\
  id=\$(cat \"\$p\"); if kill -0 \"\$id\" 2>/dev/null; then kill -TERM -- -\"\$id\" 2>/dev/null || kill -TERM \"\$id\";\
  echo \"\$(hostname): stopped \$p (pid \$id)\"; fi; done"
