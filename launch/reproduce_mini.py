@@ -5,7 +5,8 @@
 The same `launch.sweep` commands as a real sweep (launch/README.md, "The two-stage sweep"), on
 the bundled lichess sample and a small random-uniform test set (seed 0):
 1. data: the sample into train/validation/test shards, random-uniform test games;
-2. stage 1: a small grid (two families x two learning rates at d128, a few steps each);
+2. stage 1: a small grid (two families x two learning rates at d128, a few steps each), each
+   family's runs trained together as one population (`--population`, `chessjax.population`);
 3. `--collect` the stage-1 runs; stage 2: each cell's best configuration at both cosine floors;
 4. `--collect` stage 2 and apply the replacement rule until no configuration is left to run;
 5. `--select`, then `--evaluate` the kept runs on the real and random-uniform test splits;
@@ -50,6 +51,13 @@ def parse_args(argv):
   ap.add_argument("--random-games", type=int, default=100)
   ap.add_argument("--eval-games", type=int, default=0, help="test games per split (0: all)")
   ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at a time")
+  ap.add_argument(
+    "--population",
+    type=int,
+    default=4,
+    metavar="K",
+    help="train a stage's runs of one cell as populations of at most K members (0: one by one)",
+  )
   ap.add_argument("--python", default=sys.executable, help="interpreter of the commands")
   return ap.parse_args(argv)
 
@@ -89,7 +97,9 @@ class Pipeline:
     return text.getvalue()
 
   def run_all(self, commands: list[str]) -> None:
-    """The runs of a stage, `--jobs` at a time (each is one `chessjax.main` process)."""
+    """The commands of a stage (`chessjax.population` or `chessjax.main` processes; comment lines
+    skipped), `--jobs` at a time."""
+    commands = [c for c in commands if c.strip() and not c.lstrip().startswith("#")]
     if not commands:
       return
     with ThreadPoolExecutor(max(self.args.jobs, 1)) as pool:
@@ -126,6 +136,7 @@ class Pipeline:
     }
     out = ["--families", a.families, "--sizes", a.size, "--data", str(real)]
     out += ["--workdir-root", str(self.work / "runs"), "--python", a.python]
+    out += ["--population", str(a.population)]
     for k, v in sets.items():
       out += ["--set", f"{k}={v!r}".replace(" ", "")]
     return out

@@ -34,6 +34,15 @@ outside the paper's grid (the toy sweep of `launch.reproduce_mini`). A family ma
 module path (`chessjax.models.registry.FamilyModule`). Each override is checked against
 `configs.cwm.get_config` (key exists, value has the field's type) before anything is printed.
 Run from the repository root.
+
+`--population K` trains the runs of a stage that share family, size and every setting but their
+optimizer numbers (learning rate, warmup, beta2, weight decay, floor) and seed as populations of
+at most K members (`chessjax.population`: one compiled step for all of them, so small models
+fill an accelerator): one `python -m chessjax.population --workdir=ROOT/stageN --member NAME:...`
+command per population, each member's workdir the very ROOT/stageN/NAME its run alone would have
+had, so `--collect`, the selection rule, `--evaluate` and the reports read them unchanged. The
+text output puts a `# population NAME: RUN RUN ...` line before each command; the JSON output
+lists the populations, each with its runs.
 """
 
 import argparse
@@ -51,6 +60,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from chessjax import workdir as workdirs
+from chessjax.population import MEMBER_KEYS
 from chessjax.workdir import find_workdirs
 from chessjax.world_model import grid, selection
 from chessjax.world_model.selection import RunRecord
@@ -570,6 +580,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     help="leave out runs whose workdir already holds a final summary (finished or aborted)",
   )
   parser.add_argument("--format", choices=("commands", "json"), default="commands")
+  parser.add_argument(
+    "--population",
+    type=int,
+    default=0,
+    metavar="K",
+    help="group the runs into populations of at most K members (chessjax.population); 0: none",
+  )
   args = parser.parse_args(argv)
   if args.collect:
     return args
@@ -588,6 +605,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.error("--workdir-root must be a path (a local disk or a mounted bucket), not a URL")
   if args.steps is not None and args.steps <= 0:
     parser.error("--steps must be positive")
+  if args.population < 0:
+    parser.error("--population must be >= 0 (0: every run on its own)")
   return args
 
 
@@ -656,6 +675,38 @@ def build(args: argparse.Namespace, log=None) -> list[dict]:
   if args.skip_finished:
     jobs = [j for j in jobs if not workdirs.finished(j["workdir"], j["overrides"]["train.steps"])]
   return jobs
+
+
+def populations(jobs: list[dict], members: int, python: str) -> list[dict]:
+  """`jobs` (`build`) as population commands of at most `members` runs each: the runs of one stage,
+  family and size whose overrides agree outside `MEMBER_KEYS`, in their order. Each population
+  is a dict: name, stage, family, size, workdir (ROOT/stageN: the members' parent), its runs'
+  names, the runs themselves and the command."""
+  groups: dict[tuple, list[dict]] = {}
+  for j in jobs:
+    shared = {k: v for k, v in j["overrides"].items() if k not in MEMBER_KEYS}
+    root = j["workdir"].rsplit("/", 1)[0]
+    key = (j["stage"], j["config"], root, json.dumps(shared, sort_keys=True, default=str))
+    groups.setdefault(key, []).append(j)
+  out = []
+  for (stage, config, root, _), runs in groups.items():
+    shared = {k: v for k, v in runs[0]["overrides"].items() if k not in MEMBER_KEYS}
+    for start in range(0, len(runs), members):
+      chunk = runs[start : start + members]
+      argv = [python, "-m", "chessjax.population", f"--config={config}", f"--workdir={root}"]
+      argv += [f"--config.{k}={_flag_value(v)}" for k, v in shared.items()]
+      for r in chunk:
+        own = ",".join(
+          f"{k}={_flag_value(v)}" for k, v in r["overrides"].items() if k in MEMBER_KEYS
+        )
+        argv.append(f"--member={r['name']}:{own}")
+      family, size = runs[0]["family"], runs[0]["size"]
+      name = f"stage{stage}_{family.replace('.', '-')}_{size}_p{start // members}"
+      out.append({
+        "name": name, "stage": stage, "family": family, "size": size, "workdir": root,
+        "members": [r["name"] for r in chunk], "runs": chunk, "command": shlex.join(argv),
+      })  # fmt: skip
+  return out
 
 
 def selection_json(choices: list[selection.CellChoice]) -> list[dict]:
@@ -732,6 +783,16 @@ def main(argv: Sequence[str] | None = None) -> int:
   except SweepError as e:
     print(f"launch.sweep: error: {e}", file=sys.stderr)
     return 1
+  if args.population:
+    pops = populations(jobs, args.population, args.python)
+    if args.format == "json":
+      json.dump(pops, sys.stdout, indent=1)
+      sys.stdout.write("\n")
+    else:
+      for p in pops:
+        print(f"# population {p['name']}: {' '.join(p['members'])}")
+        print(p["command"])
+    return 0
   if args.format == "json":
     json.dump(jobs, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -605,6 +605,56 @@ def test_stage1_filters_steps_and_shards(capsys):
   assert max(map(len, shards)) - min(map(len, shards)) <= 1
 
 
+@pytest.mark.filterwarnings("ignore:the load_module:DeprecationWarning")
+def test_stage1_as_populations_keeps_every_run_and_workdir(capsys, monkeypatch):
+  """`--population K`: each family's runs of a size in commands of at most K members, each member
+  the run alone (its config and its workdir, ROOT/stage1/NAME), so collect and the selection read
+  them unchanged; the text says which run is in which population, as the JSON does."""
+  from chessjax import population
+
+  monkeypatch.chdir(REPO)
+  args = [
+    "--stage",
+    "1",
+    "--families",
+    "slice,transformer",
+    "--sizes",
+    "d128",
+    "--lrs",
+    "1e-3,3e-3",
+  ]
+  args += ["--warmups", "5000,10000", "--b2s", "0.99", "--wds", "0", "--data", "data/d"]
+  rc, alone, _ = sweep_out(capsys, *args)
+  rc_pop, text, _ = sweep_out(capsys, *args, "--population", "3")
+  rc_json, js, _ = sweep_out(capsys, *args, "--population", "3", "--format", "json")
+  assert rc == rc_pop == rc_json == 0
+  pops = json.loads(js)
+  assert [len(p["members"]) for p in pops] == [3, 1, 3, 1]  # 4 runs per family, at most 3.
+  lines = text.splitlines()
+  assert lines[0::2] == [f"# population {p['name']}: {' '.join(p['members'])}" for p in pops]
+  assert lines[1::2] == [p["command"] for p in pops]
+  runs = {}
+  for command in alone.splitlines():
+    config, workdir = absl_parse(command)
+    runs[workdir] = config
+  seen = []
+  for p in pops:
+    argv = ["population", *shlex.split(p["command"])[3:]]
+    fv = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
+    flags.DEFINE_string("workdir", None, "", flag_values=fv)
+    flags.DEFINE_multi_string("member", [], "", flag_values=fv)
+    fv(argv)
+    assert fv.workdir == "runs/stage1" and len(fv.member) == len(p["members"])
+    for text_ in fv.member:
+      name, overrides = population.parse_member(text_)
+      member = population.member_config(fv.config, name, overrides)
+      workdir = f"{fv.workdir}/{name}"
+      assert member.to_dict() == runs[workdir].to_dict(), name
+      seen.append(workdir)
+  assert sorted(seen) == sorted(runs) and len(seen) == 8
+
+
 def test_stage1_json_round_trips(capsys):
   args = ["--stage", "1", "--families", "gated_deltanet", "--sizes", "d256,d512"]
   args += ["--workdir-root", "/mnt/shared/sweep/", "--data", "data/d"]
