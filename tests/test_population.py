@@ -194,13 +194,14 @@ def test_a_population_that_does_not_fit_names_the_largest_that_would():
 
 
 def test_language_model_members_equal_their_runs_alone(lm_sample, tmp_path):
-  """A language model's members, with RAP annotations drawn from their own seed: each equals
-  its run alone (one bucket: no padding, so dropout draws the run alone's masks)."""
+  """A language model's member with another seed (its RAP annotations drawn from it) and another
+  learning rate equals its run alone (one bucket: no padding, so dropout draws the run alone's
+  masks)."""
   base = lm_config.get_config("family=gpt2,size=tiny,notation=rap,steps=4")
   base.data.train, base.data.batch_size = str(lm_sample["data"]), 8
   base.data.max_len, base.data.bucket_lengths = 256, (256,)  # RAP rows of 60 plies fit.
   base.train.update(log_every=2, checkpoint_every=4, eval_batches=1, compile_ahead="false")
-  members = ["a", "b:optim.lr=1e-3", "c:seed=3"]
+  members = ["a", "b:seed=3,optim.lr=1e-3"]
   population.train_population(base, tmp_path / "pop", members)
   for text in members[1:]:
     name, overrides = population.parse_member(text)
