@@ -434,8 +434,10 @@ class _Loop:
     return compiled(state, item.batch)
 
   def _read(self, pending: collections.deque, *, block: bool) -> None:
-    """Reads the queued steps' outputs into the logs (all of them, or with `block` False only
-    those the device has finished), and ends the runs the non-finite guard has halted."""
+    """Reads the queued steps' outputs into the logs: all of them (`block`, at the steps every
+    process syncs at), ending the runs the non-finite guard has halted; or, for a progress line,
+    only those the device has finished, ending nothing (a halted run stays halted, so the next
+    sync finds it; processes must end runs at the same step)."""
     outs = []
     while pending and (block or all(x.is_ready() for x in jax.tree.leaves(pending[0]))):
       outs.append(pending.popleft())
@@ -446,7 +448,9 @@ class _Loop:
           continue
         o = self.runs.outputs(out, i)
         r.counters = {"bad_batches": int(o["bad_batches"]), "rollbacks": int(o["rollbacks"])}
-        if int(o["bad_in_a_row"]) >= max_bad:
+        if int(o["bad_in_a_row"]) < max_bad:
+          r.logger.add(o)
+        elif block:
           r.abort_reason = (
             f"step {int(o['step'])}: {int(o['bad_in_a_row'])} consecutive batches with a "
             f"non-finite loss, gradient or parameters ({r.counters['bad_batches']} in all, "
@@ -455,8 +459,6 @@ class _Loop:
           r.end("aborted", int(o["step"]))
           r.logger.message(f"error: {r.abort_reason}")
           r.kept_summary = r.summary(self.total)  # Now: a crash later must not lose it.
-          continue
-        r.logger.add(o)
 
   def _log(self, step: int, active: list[bool]) -> None:
     waits = self.timing.interval(self.prefetch)
