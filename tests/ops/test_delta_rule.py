@@ -221,7 +221,7 @@ def test_long_sequence_600():
     _compare(_inputs(600, 600, jnp.float32, b=1), 64, 1e-4)
 
 
-@pytest.mark.parametrize("t", (1, 2, 15, 16))
+@pytest.mark.parametrize("t", (1, 2, 15))
 def test_at_most_one_chunk_runs_unpadded(t):
   """A sequence of at most one chunk builds the program of a chunk of its own length: never the
   padded single chunk that XLA's GPU compiler failed on (C = 16, T = 1 and 2; docs/performance.md).
