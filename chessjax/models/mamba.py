@@ -29,6 +29,14 @@ Mamba-3 mixer (Lahoti et al. 2026; mamba_ssm `modules/mamba3.py`), no conv, rank
           + lam_t dt_t sum_r v_{t,r} k_{t,r}^T,   alpha_t = exp(A_t dt_t)
     y = sum_r mimo_o_r * (S_t q_{t,r} + D v_{t,r}) * silu(z_r);   out = out_proj(y)
 
+Memory (`remat_segment` > 0; Mamba-3 MIMO's default, 64 tokens): the mixer runs as a scan over
+segments that carries its streaming state (rotation angles and `ssd.TrapezoidState`), each segment
+rematerialised (`jax.checkpoint`): the backward pass keeps a segment's input and entering state and
+recomputes its rank-R keys, per-chunk tensors and outputs one segment at a time, instead of keeping
+them for every layer and token (d512, batch 128, 1024 steps: 40 GiB instead of 385 GiB in XLA's
+CPU memory analysis of the bfloat16 train step; docs/performance.md). Same outputs and gradients
+up to float32 rounding.
+
 The released MIMO kernel rotates the pairs (i, i + N/2) instead of adjacent ones; with the
 per-dimension B/C projections, norm weights and biases all initialised identically, that is a
 fixed permutation of the state dimensions, so the adjacent layout of the Mamba-3 paper describes
@@ -350,8 +358,9 @@ class Mamba3Mixer(nnx.Module):
     if not seg or t <= seg:
       return self._run(u_BTD)[1]
     # A scan over segments whose body is rematerialised: the backward pass keeps each segment's
-    # input and entering state and recomputes the rest one segment at a time. (A `jax.checkpoint`
-    # without the loop saves nothing here: XLA may schedule every recomputation at once.)
+    # input and entering state and recomputes the rest one segment at a time. A `jax.checkpoint`
+    # without the loop saved nothing in XLA:CPU's memory analysis (nor does `train.remat` there):
+    # XLA may schedule every recomputation at once; inside the loop it cannot.
     run = jax.checkpoint(lambda state, u: self._run(u, state))
     full, tail = divmod(t, seg)
     u_MBSD = jnp.moveaxis(u_BTD[:, : full * seg].reshape(b, full, seg, d), 1, 0)

@@ -2,6 +2,7 @@
 padding invariance, streaming, dropout and precision options (Walker & Lyons, Chess-World-Model,
 appendix B.2 and Table 4)."""
 
+import dataclasses
 import math
 
 import jax
@@ -198,17 +199,20 @@ def test_dropout_only_when_training(small_models):
   assert np.all(np.isfinite(train)) and not np.allclose(train, eval_a)
 
 
-def test_rematerialised_segments_match_one_pass():
+def test_rematerialised_segments_match_one_pass(small_models):
   """MIMO's mixer over segments of 5 tokens (two, then the remaining 3; rematerialised) against
   one pass over all 13: outputs and the gradients of every parameter and of the input, float32
   (the mixer computes in float32 whatever its inputs; tests/ops holds the chained ops, a
   `TrapezoidState` and `rotary_theta`'s `initial`, in float64)."""
+  mixer = small_models["mamba3_mimo"][0].backbone.blocks[0].mixer
+  graphdef, params = nnx.split(mixer)
+  segmented = dataclasses.replace(mixer.cfg, remat_segment=5)
+  graphdef_seg = nnx.graphdef(
+    nnx.eval_shape(lambda: mamba.Mamba3Mixer(segmented, rngs=nnx.Rngs(0)))
+  )
   u = jnp.asarray(np.random.default_rng(8).normal(size=(2, T, SMALL["d"])), jnp.float32)
 
-  def outputs_and_grads(segment):
-    cfg = models.model_config("mamba3_mimo", "d128", remat_segment=segment, **SMALL)
-    graphdef, params = nnx.split(mamba.Mamba3Mixer(cfg, rngs=nnx.Rngs(0)))
-
+  def outputs_and_grads(graphdef):
     @jax.jit
     def f(params, u):
       out = nnx.merge(graphdef, params)(u)
@@ -217,8 +221,9 @@ def test_rematerialised_segments_match_one_pass():
     grads, out = jax.grad(f, argnums=(0, 1), has_aux=True)(params, u)
     return out, grads
 
+  assert mixer.cfg.remat_segment >= T  # the fixture's model runs one pass
   with jax.default_matmul_precision("highest"):
-    (o_one, g_one), (o_seg, g_seg) = outputs_and_grads(0), outputs_and_grads(5)
+    (o_one, g_one), (o_seg, g_seg) = outputs_and_grads(graphdef), outputs_and_grads(graphdef_seg)
   np.testing.assert_allclose(o_seg, o_one, rtol=1e-5, atol=1e-5 * np.abs(o_one).max())
   assert jax.tree.structure(g_seg) == jax.tree.structure(g_one)
   for a, b in zip(jax.tree.leaves(g_seg), jax.tree.leaves(g_one), strict=True):
