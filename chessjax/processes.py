@@ -20,9 +20,10 @@ No process waits forever on another:
   answering ... rerun the same command on every host: training resumes from its last
   checkpoint" (exit status 1). Where the lost peer's dropped connection fails a collective at
   once (gloo on one machine does), the error is followed by the same sentence within
-  2.5 x `HEARTBEAT_SECONDS` (`lost_peers`). When process 0, which hosts the coordination service, is the one
-  lost, JAX ends the others at once with its own message (the "leader task ... died"). JAX's
-  own heartbeat (CHESSJAX_HEARTBEAT_TIMEOUT seconds, default 100) remains the last resort;
+  2.5 x `HEARTBEAT_SECONDS` (`lost_peers`). When process 0, which hosts the coordination
+  service, is the one lost, JAX ends the others at once with its own message (the "leader task
+  ... died"). JAX's own heartbeat (CHESSJAX_HEARTBEAT_TIMEOUT seconds, default 100) remains the
+  last resort;
 * a Python error in one process (`fail_together`, around every entry point) is published to the
   others, which print it, naming the failed process, and exit at once (within
   `WATCH_SECONDS`) instead of waiting in their next collective; the failed process exits without

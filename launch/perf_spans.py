@@ -213,7 +213,55 @@ def time_to_target() -> str:
   )
 
 
+def mimo_memory() -> str:
+  """Mamba-3 MIMO's d512 step in one pass and in rematerialised segments (CPU memory analysis),
+  and the H200's ratio that scales it to a GPU (docs/results/mimo_memory.json)."""
+  rec = record("mimo_memory")
+  h200 = rec["h200_one_pass_gib"]
+  cpu = {(r["batch"], r["steps"], r["dtype"]): r for r in rec["rows"]}
+  gib = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+  out = [
+    "| d512 train step, program GiB | dtype | one pass (before) | segments of 64 (default) "
+    "| segments of 128 | GPU estimate, segments of 64 |",
+    "|---|---|---:|---:|---:|---:|",
+  ]
+  for r in rec["rows"]:
+    ratio = h200[r["dtype"]] / cpu[128, 256, r["dtype"]]["one_pass_gib"]
+    out.append(
+      f"| batch {r['batch']}, {r['steps']} steps | {r['dtype']} | {gib(r['one_pass_gib'])} | "
+      f"{gib(r['seg64_gib'])} | {gib(r['seg128_gib'])} | {r['seg64_gib'] * ratio:.0f} |"
+    )
+  ratios = ", ".join(
+    f"{h200[d] / cpu[128, 256, d]['one_pass_gib']:.2f} in {d}" for d in ("bfloat16", "float32")
+  )
+  others = "; ".join(
+    f"segments of {o['segment']}: {o['gib']:.2f} GiB at batch {o['batch']}, {o['steps']} steps"
+    for o in rec["other_segments"]
+  )
+  c = rec["checkpoint_without_loop"]
+  return "\n".join(
+    out
+    + [
+      "",
+      f"* GPU estimate: the CPU figure times the H200's program size over the CPU analysis of the "
+      f"same one-pass step (batch 128, 256 steps): {ratios}. Not measured on a GPU; the CPU "
+      f"figures themselves are the cautious bound: at batch 128 and 1024 steps they are "
+      f"{_fits(rec)} an {rec['h100_gib']} GB H100.",
+      f"* Other segment sizes, float32: {others}.",
+      f"* A `jax.checkpoint` around the whole mixer without the loop: {c['jax_checkpoint_gib']:.2f}"
+      f" GiB against {c['one_pass_gib']:.2f} in one pass (batch {c['batch']}, {c['steps']} steps, "
+      f"{c['dtype']}); `train.remat`, the whole block rematerialised: {c['train_remat_gib']:.2f}.",
+    ]
+  )
+
+
+def _fits(rec: dict) -> str:
+  longest = [r["seg64_gib"] for r in rec["rows"] if (r["batch"], r["steps"]) == (128, 1024)]
+  return "within" if max(longest) * 2**30 < rec["h100_gib"] * 1e9 else "not within"
+
+
 def register(spans: dict) -> None:
+  spans["perf:MIMO_MEMORY"] = mimo_memory
   spans["perf:TIME_TO_TARGET"] = time_to_target
   spans["perf:FLOPS_TABLE"] = flops_table
   spans["perf:FLOPS_T"] = lambda: str(mean_steps())

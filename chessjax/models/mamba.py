@@ -29,6 +29,14 @@ Mamba-3 mixer (Lahoti et al. 2026; mamba_ssm `modules/mamba3.py`), no conv, rank
           + lam_t dt_t sum_r v_{t,r} k_{t,r}^T,   alpha_t = exp(A_t dt_t)
     y = sum_r mimo_o_r * (S_t q_{t,r} + D v_{t,r}) * silu(z_r);   out = out_proj(y)
 
+Memory (`remat_segment` > 0; Mamba-3 MIMO's default, 64 tokens): the mixer runs as a scan over
+segments that carries its streaming state (rotation angles and `ssd.TrapezoidState`), each segment
+rematerialised (`jax.checkpoint`): the backward pass keeps a segment's input and entering state and
+recomputes its rank-R keys, per-chunk tensors and outputs one segment at a time, instead of keeping
+them for every layer and token (d512, batch 128, 1024 steps: 40 GiB instead of 385 GiB in XLA's
+CPU memory analysis of the bfloat16 train step; docs/performance.md). Same outputs and gradients
+up to float32 rounding.
+
 The released MIMO kernel rotates the pairs (i, i + N/2) instead of adjacent ones; with the
 per-dimension B/C projections, norm weights and biases all initialised identically, that is a
 fixed permutation of the state dimensions, so the adjacent layout of the Mamba-3 paper describes
@@ -67,6 +75,11 @@ ABLATIONS = ("mamba2",)
 VERSIONS = ("mamba2", "mamba3")
 
 
+# MIMO's mixer runs over rematerialised segments of this many tokens by default (MambaConfig's
+# `remat_segment`; docs/performance.md, "Mamba-3 MIMO's memory").
+MIMO_REMAT_SEGMENT = 64
+
+
 @dataclasses.dataclass(frozen=True)
 class MambaConfig:
   """Hyperparameters of a Mamba-2 / Mamba-3 world model (defaults: the released configuration)."""
@@ -85,6 +98,9 @@ class MambaConfig:
   rope_fraction: float = 0.5  # Mamba-3: fraction of the state dims that rotate
   mixer_impl: str = "auto"  # `chessjax.ops.impl.Impl` of the SSD
   chunk_size: int = 64  # pure performance choice
+  # Mamba-3: tokens per rematerialised segment of the mixer (0: the whole sequence in one pass,
+  # nothing recomputed); a memory/compute trade-off with the same results up to rounding.
+  remat_segment: int = 0
   dropout: float = 0.1
   norm_eps: float = 1e-5
   dt_min: float = 1e-3
@@ -112,6 +128,8 @@ class MambaConfig:
       raise ValueError(f"rope_fraction must be 0.5 or 1.0, got {self.rope_fraction}")
     if self.chunk_size < 1:
       raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+    if self.remat_segment < 0 or (self.version == "mamba2" and self.remat_segment):
+      raise ValueError(f"remat_segment {self.remat_segment} invalid for {self.version}")
 
   @property
   def inner(self) -> int:
@@ -141,6 +159,7 @@ def base_config(family: str, size: str) -> MambaConfig:
     mimo_rank=rank,
     # 64 tokens per chunk (16 for MIMO: 64 keys of 4 ranks), as the released Mamba-3 kernels.
     chunk_size=64 // rank,
+    remat_segment=MIMO_REMAT_SEGMENT if rank > 1 else 0,
   )
 
 
@@ -335,15 +354,43 @@ class Mamba3Mixer(nnx.Module):
     return self.out_proj(y.astype(layers.DTYPES[cfg.dtype]))
 
   def __call__(self, u_BTD, *, train: bool = False):  # no dropout: `train` changes nothing
+    seg = self.cfg.remat_segment
+    b, t, d = u_BTD.shape
+    if not seg or t <= seg:
+      return self._run(u_BTD)[1]
+    # A scan over segments whose body is rematerialised: the backward pass keeps each segment's
+    # input and entering state and recomputes the rest one segment at a time. A `jax.checkpoint`
+    # without the loop saved nothing in XLA:CPU's memory analysis (nor does `train.remat` there):
+    # XLA may schedule every recomputation at once; inside the loop it cannot.
+    run = jax.checkpoint(lambda state, u: self._run(u, state))
+    full, tail = divmod(t, seg)
+    u_MBSD = jnp.moveaxis(u_BTD[:, : full * seg].reshape(b, full, seg, d), 1, 0)
+    state, out_MBSD = jax.lax.scan(run, self.init_state(b), u_MBSD)
+    out = jnp.moveaxis(out_MBSD, 0, 1).reshape(b, full * seg, -1)
+    if tail:  # the remainder as one shorter segment (no padding)
+      out = jnp.concatenate([out, run(state, u_BTD[:, full * seg :])[1]], axis=1)
+    return out
+
+  def _run(self, u_BTD, state=None):
+    """The mixer over a sequence from `state` (`init_state`'s form; None: the empty state):
+    (final state, out [B, T, d]). Chained over consecutive pieces it gives the whole sequence's
+    outputs, up to rounding."""
     cfg = self.cfg
     how = impl.resolve(cfg.mixer_impl, "ssd")
     cdt = layers.DTYPES[cfg.dtype]
+    theta0, trap0 = (None, None) if state is None else state
     v, z, dt, A, lam, B, C, angles = self._inputs(u_BTD)
-    theta = ssd.rotary_theta(angles, dt, impl=how)[:, :, None]  # [B, T, 1, H, S]
-    k = ssd.rotate_pairs(B, theta).astype(cdt)
-    q = ssd.rotate_pairs(C, theta).astype(cdt)
-    y, _ = ssd.trapezoid_ssd(v, dt, A, lam, k, q, impl=how, chunk_size=cfg.chunk_size)
-    return self._output(y, v, z)
+    theta = ssd.rotary_theta(angles, dt, initial=theta0, impl=how)  # [B, T, H, S]
+    k = ssd.rotate_pairs(B, theta[:, :, None]).astype(cdt)
+    q = ssd.rotate_pairs(C, theta[:, :, None]).astype(cdt)
+    y, trap = ssd.trapezoid_ssd(
+      v, dt, A, lam, k, q, initial_state=trap0, impl=how, chunk_size=cfg.chunk_size
+    )
+    # The carried keys and values in float32 as `init_state` makes them (exact for bfloat16).
+    trap = trap._replace(
+      k_prev=trap.k_prev.astype(jnp.float32), v_prev=trap.v_prev.astype(jnp.float32)
+    )
+    return (theta[:, -1], trap), self._output(y, v, z)
 
   def init_state(self, batch: int):
     """Rotation angles [B, H, S] and the trapezoid state (S, last keys, last values), float32."""

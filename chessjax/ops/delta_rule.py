@@ -27,7 +27,10 @@ Two implementations with identical results (tests hold them together in float64 
 
   Everything except S_0 -> S_end is computed for all chunks at once; only that C-fold shorter state
   recurrence is a scan. Sequences are padded to a multiple of C with g = 0, beta = 0 (identity
-  steps), so the final state is exact for any length.
+  steps), so the final state is exact for any length. A sequence shorter than C is one chunk of
+  its own length (C clamped to T), never padded: XLA's GPU compiler failed on the padded form at
+  C = 16, T = 1 and 2 (`loop_multiply_pad_fusion`, docs/performance.md), and the clamped one does
+  less work for the same result.
 
 The recurrent state, the cumulative decays and the UT inverse run in float32 (float64 if the
 inputs are float64) whatever the input dtype; outputs come back in the dtype of `v`.
@@ -124,7 +127,8 @@ def _unit_lower_inverse_impl(a):
   while size < c:
     size *= 2
   # Zero padding extends I + a by an identity block, whose inverse is the identity block.
-  a = jnp.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, size - c), (0, size - c)])
+  if size > c:
+    a = jnp.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, size - c), (0, size - c)])
   blocks = [a[..., i : i + blk, i : i + blk] for i in range(0, size, blk)]
   t = _forward_substitution(jnp.stack(blocks, axis=-3))  # [..., size/blk, blk, blk]
   s = blk
@@ -171,12 +175,15 @@ def _chunked(q, k, v, g, beta, s0, scale, chunk):
   b, t, h, kd = q.shape
   vd = v.shape[-1]
   dt = s0.dtype
+  chunk = max(1, min(chunk, t))  # below one chunk: no padding (see the module docstring)
   n = -(-t // chunk)
   pad = n * chunk - t
 
   def to_chunks(x):
     # [B, T, H, ...] -> [M, B, H, C, ...]: padding steps have g = beta = 0, i.e. S_t = S_{t-1}.
-    x = jnp.pad(x.astype(dt), [(0, 0), (0, pad)] + [(0, 0)] * (x.ndim - 2))
+    x = x.astype(dt)
+    if pad:
+      x = jnp.pad(x, [(0, 0), (0, pad)] + [(0, 0)] * (x.ndim - 2))
     x = x.reshape(b, n, chunk, h, *x.shape[3:])
     return jnp.moveaxis(x, (1, 3), (0, 2))
 
@@ -244,7 +251,7 @@ def gated_delta_rule(
     initial_state: optional float[B,H,V,K] state S_0 (zeros if None).
     scale: output scale, 1/sqrt(K) if None.
     impl: "chunked" (parallel, chunkwise WY/UT transform) or "sequential" (scan over steps).
-    chunk_size: chunk length C of the chunked form; a pure performance choice.
+    chunk_size: chunk length C of the chunked form (at most T); a pure performance choice.
 
   The final state is float32 (float64 for float64 inputs); `o` has the dtype of `v_BTHV`.
   """

@@ -23,7 +23,7 @@ Both mixers therefore share one chunked core whose key weight on the diagonal (`
 differ from the weight everywhere else (`w_off`); applying the correction there keeps y_t exactly
 independent of token t + 1.
 
-Chunked form (chunk length L, any T): within a chunk, y = ((Q K^T) * W) V with
+Chunked form (chunk length L, clamped to T, any T): within a chunk, y = ((Q K^T) * W) V with
 W[i, j] = exp(sum_{j<u<=i} log a_u) w_off_j for j < i and w_diag_i on the diagonal; the segment sums
 are summed term by term (no differences of long cumulative sums) and masked to -inf BEFORE exp, so
 neither values nor gradients see overflow in the dead triangle. Chunk-final states are carried
@@ -76,12 +76,16 @@ def _chunked_core(q, k, v, log_a, w_off, w_diag, s0, chunk_size: int):
   b, t = v.shape[:2]
   sdt = s0.dtype
   cdt = jnp.result_type(q.dtype, k.dtype, v.dtype)
-  size = chunk_size
+  # A sequence shorter than a chunk is one chunk of its own length, never padded (as the delta
+  # rule, whose padded single chunk XLA's GPU compiler failed on at L = 16, T = 1 and 2).
+  size = max(1, min(chunk_size, t))
   nc = -(-t // size)
+  pad = nc * size - t
 
   def chunks(a):
     # Zero padding is inert: log a = 0 keeps the state, k = w = 0 adds nothing.
-    a = jnp.pad(a, [(0, 0), (0, nc * size - t)] + [(0, 0)] * (a.ndim - 2))
+    if pad:
+      a = jnp.pad(a, [(0, 0), (0, pad)] + [(0, 0)] * (a.ndim - 2))
     return a.reshape(b, nc, size, *a.shape[2:])
 
   q, k, v, log_a, w_off, w_diag = map(chunks, (q, k, v, log_a, w_off, w_diag))

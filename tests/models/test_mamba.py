@@ -2,6 +2,7 @@
 padding invariance, streaming, dropout and precision options (Walker & Lyons, Chess-World-Model,
 appendix B.2 and Table 4)."""
 
+import dataclasses
 import math
 
 import jax
@@ -78,6 +79,7 @@ def test_base_configs():
   )
   assert (cfg3.version, cfg3.heads, cfg3.mimo_rank, cfg3.num_angles) == ("mamba3", 16, 1, 32)
   assert (mimo.version, mimo.heads, mimo.mimo_rank, mimo.chunk_size) == ("mamba3", 8, 4, 16)
+  assert (cfg3.remat_segment, mimo.remat_segment) == (0, mamba.MIMO_REMAT_SEGMENT)
   for cfg in (cfg2, cfg3, mimo):
     assert (cfg.d_state, cfg.head_dim, cfg.expand, cfg.dropout, cfg.norm_eps) == (
       128,
@@ -100,6 +102,8 @@ def test_bad_configs_raise():
     models.model_config("mamba2", "d128", heads=3)
   with pytest.raises(ValueError, match="mimo_rank"):
     models.model_config("mamba2", "d128", mimo_rank=4)
+  with pytest.raises(ValueError, match="remat_segment"):
+    models.model_config("mamba2", "d128", remat_segment=64)
   with pytest.raises(ValueError, match="not a Mamba family"):
     mamba.base_config("transformer", "d128")
 
@@ -193,6 +197,38 @@ def test_dropout_only_when_training(small_models):
   np.testing.assert_array_equal(eval_a, eval_b)
   train = _run(fast, moves, train=True)
   assert np.all(np.isfinite(train)) and not np.allclose(train, eval_a)
+
+
+def test_rematerialised_segments_match_one_pass(small_models):
+  """MIMO's mixer over segments of 5 tokens (two, then the remaining 3; rematerialised) against
+  one pass over all 13: outputs and the gradients of every parameter and of the input, float32
+  (the mixer computes in float32 whatever its inputs; tests/ops holds the chained ops, a
+  `TrapezoidState` and `rotary_theta`'s `initial`, in float64)."""
+  mixer = small_models["mamba3_mimo"][0].backbone.blocks[0].mixer
+  graphdef, params = nnx.split(mixer)
+  segmented = dataclasses.replace(mixer.cfg, remat_segment=5)
+  graphdef_seg = nnx.graphdef(
+    nnx.eval_shape(lambda: mamba.Mamba3Mixer(segmented, rngs=nnx.Rngs(0)))
+  )
+  u = jnp.asarray(np.random.default_rng(8).normal(size=(2, T, SMALL["d"])), jnp.float32)
+
+  def outputs_and_grads(graphdef):
+    @jax.jit
+    def f(params, u):
+      out = nnx.merge(graphdef, params)(u)
+      return jnp.sum(out * jnp.cos(out)), out
+
+    grads, out = jax.grad(f, argnums=(0, 1), has_aux=True)(params, u)
+    return out, grads
+
+  assert mixer.cfg.remat_segment >= T  # the fixture's model runs one pass
+  with jax.default_matmul_precision("highest"):
+    (o_one, g_one), (o_seg, g_seg) = outputs_and_grads(graphdef), outputs_and_grads(graphdef_seg)
+  np.testing.assert_allclose(o_seg, o_one, rtol=1e-5, atol=1e-5 * np.abs(o_one).max())
+  assert jax.tree.structure(g_seg) == jax.tree.structure(g_one)
+  for a, b in zip(jax.tree.leaves(g_seg), jax.tree.leaves(g_one), strict=True):
+    a, b = np.asarray(a), np.asarray(b)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * max(np.abs(b).max(), 1e-12))
 
 
 @pytest.mark.parametrize("family", ("mamba3",))

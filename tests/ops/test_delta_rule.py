@@ -32,8 +32,12 @@ def _inputs(seed, t, dtype, *, b=2, beta_range=(0.0, 2.0), g_range=(-3.0, 0.0)):
 
 
 @functools.partial(jax.jit, static_argnames=("impl", "chunk"))
-def _value_and_grads(args, impl, chunk):
-  """Outputs, final state and the vjp of a fixed cotangent w.r.t. all six inputs, in one jit."""
+def _value_and_grads(args, t, impl, chunk):
+  """Outputs, final state and the vjp of a fixed cotangent w.r.t. all six inputs, in one jit.
+
+  The cotangent of the outputs depends on the step, not on the sequence's length, and is zero from
+  step `t` (traced) on: a sequence padded with identity steps gets the same gradients up to `t`.
+  """
 
   def f(q, k, v, g, beta, s0):
     # The sequential form ignores the chunk size; callers pass 0 so its compile is shared.
@@ -43,9 +47,26 @@ def _value_and_grads(args, impl, chunk):
 
   (o, s), vjp = jax.vjp(f, *args)
   # A cotangent that weights every output and state entry differently.
-  co = jnp.cos(jnp.arange(o.size, dtype=o.dtype)).reshape(o.shape)
+  b, steps, h, vd = o.shape
+  step = jnp.arange(steps, dtype=o.dtype)[None, :, None, None]
+  co = jnp.cos(0.37 * step + jnp.arange(b * h * vd, dtype=o.dtype).reshape(b, 1, h, vd))
+  co = jnp.where(step < t, co, 0)
   cs = jnp.sin(jnp.arange(s.size, dtype=s.dtype)).reshape(s.shape)
   return (o, s), vjp((co, cs))
+
+
+def _reference(args):
+  """The sequential form's outputs, final state and gradients, computed on the sequence padded
+  with identity steps (q = k = v = 0, g = beta = 0: S_t = S_{t-1} exactly) to 65 steps or more, so
+  that one compiled program serves every shorter length."""
+  t = args[0].shape[1]
+  padded = max(t, 65)
+  widths = lambda x: [(0, 0), (0, padded - t)] + [(0, 0)] * (x.ndim - 2)
+  seq = tuple(jnp.asarray(np.pad(np.asarray(x), widths(x)), x.dtype) for x in args[:5])
+  (o, s), grads = _value_and_grads((*seq, args[5]), t, impl="sequential", chunk=0)
+  # Sliced in numpy: an eager slice would compile a program per length.
+  grads = [np.asarray(x) for x in grads]
+  return (np.asarray(o)[:, :t], s), tuple(x[:, :t] for x in grads[:5]) + tuple(grads[5:])
 
 
 def _assert_close(actual, expected, rtol, what):
@@ -56,20 +77,21 @@ def _assert_close(actual, expected, rtol, what):
 
 
 def _compare(args, chunk, rtol):
-  (o_c, s_c), g_c = _value_and_grads(args, impl="chunked", chunk=chunk)
-  (o_s, s_s), g_s = _value_and_grads(args, impl="sequential", chunk=0)
+  (o_c, s_c), g_c = _value_and_grads(args, args[0].shape[1], impl="chunked", chunk=chunk)
+  (o_s, s_s), g_s = _reference(args)
   _assert_close(o_c, o_s, rtol, "outputs")
   _assert_close(s_c, s_s, rtol, "final state")
   for name, a, e in zip(("q", "k", "v", "g", "beta", "initial_state"), g_c, g_s, strict=True):
     _assert_close(a, e, rtol, f"grad {name}")
 
 
-# Lengths 1, 2, C-1, C, C+1, 3C+5 for C = 16; for C = 64 the single-chunk lengths 1 and 2 take the
-# same path as for C = 16 and are left out to save compiles.
-F64_CASES = [(16, t) for t in (1, 2, 15, 16, 17, 53)] + [(64, t) for t in (63, 64, 65, 197)]
+# Lengths 1, 2, C-1, C, C+1 for C = 16, 32, 64, and several chunks (3C+5) for C = 16 and 64. Below
+# one chunk the chunk is clamped to T, so T = 1 and 2 build the same program for every C (a
+# persistent-cache hit after the first).
+CASES = [(c, t) for c in (16, 32, 64) for t in (1, 2, c - 1, c, c + 1)] + [(16, 53), (64, 197)]
 
 
-@pytest.mark.parametrize("chunk,t", F64_CASES)
+@pytest.mark.parametrize("chunk,t", CASES)
 def test_chunked_matches_sequential_float64(chunk, t):
   with jax.enable_x64(True):
     args = _inputs(t, t, jnp.float64)
@@ -77,7 +99,7 @@ def test_chunked_matches_sequential_float64(chunk, t):
     _compare(args, chunk, 1e-10)
 
 
-@pytest.mark.parametrize("chunk,t", [(16, 1), (16, 53), (64, 64), (64, 197)])
+@pytest.mark.parametrize("chunk,t", CASES)
 def test_chunked_matches_sequential_float32(chunk, t):
   with jax.default_matmul_precision("highest"):
     _compare(_inputs(t, t, jnp.float32), chunk, 1e-4)
@@ -100,8 +122,8 @@ def test_extreme_gates(beta_range, g_range):
     _compare(args, chunk, 1e-10)
   args32 = _inputs(7, t, jnp.float32, beta_range=beta_range, g_range=g_range)
   with jax.default_matmul_precision("highest"):
-    (o_c, s_c), g_c = _value_and_grads(args32, impl="chunked", chunk=chunk)
-    (o_s, _), g_s = _value_and_grads(args32, impl="sequential", chunk=0)
+    (o_c, s_c), g_c = _value_and_grads(args32, t, impl="chunked", chunk=chunk)
+    (o_s, _), g_s = _reference(args32)
   for x in (o_c, s_c, *g_c, *g_s):
     assert np.all(np.isfinite(np.asarray(x)))
   _assert_close(o_c, o_s, 1e-4, "float32 outputs")
@@ -197,3 +219,17 @@ def test_long_sequence_600():
     _compare(_inputs(600, 600, jnp.float64, b=1), 64, 1e-10)
   with jax.default_matmul_precision("highest"):
     _compare(_inputs(600, 600, jnp.float32, b=1), 64, 1e-4)
+
+
+@pytest.mark.parametrize("t", (1, 2, 15))
+def test_at_most_one_chunk_runs_unpadded(t):
+  """A sequence of at most one chunk builds the program of a chunk of its own length: never the
+  padded single chunk that XLA's GPU compiler failed on (C = 16, T = 1 and 2; docs/performance.md).
+  """
+  args = _inputs(t, t, jnp.float32)
+
+  def program(chunk):
+    f = functools.partial(delta_rule.gated_delta_rule, chunk_size=chunk)
+    return str(jax.make_jaxpr(jax.vjp, static_argnums=0)(f, *args[:5]))
+
+  assert program(16) == program(t)

@@ -215,6 +215,23 @@ def test_chunked_matches_sequential_float32():
     _compare(ssd.trapezoid_ssd, inp, CHUNK, 1e-4)
 
 
+@pytest.mark.parametrize("t", (1, 2, 15))
+def test_at_most_one_chunk_runs_unpadded(t):
+  """A sequence of at most one chunk builds the program of a chunk of its own length, not a padded
+  chunk (the shape on which XLA's GPU compiler failed for the delta rule; docs/performance.md)."""
+  rng = np.random.default_rng(t)
+  for fn, inp in (
+    (ssd.ssd, _ssd_inputs(rng, 2, t, 4, 3, 5, 1, jnp.float32)),
+    (ssd.trapezoid_ssd, _trap_inputs(rng, 2, t, 2, 4, 3, 6, 4, jnp.float32)),
+  ):
+
+    def program(chunk, fn=fn, inp=inp):
+      f = functools.partial(fn, chunk_size=chunk)
+      return str(jax.make_jaxpr(lambda i: jax.vjp(lambda j: f(**j), i))(inp))
+
+    assert program(16) == program(t)
+
+
 @pytest.mark.slow
 def test_long_sequence_float32():
   rng = np.random.default_rng(600)
