@@ -118,18 +118,30 @@ class Timed:
 
 
 def time_step(
-  jitted, state, batches: list, *, warmup: int, iters: int, options=None, tracing=None, timing=None
+  jitted,
+  state,
+  batches: list,
+  *,
+  warmup: int,
+  iters: int,
+  options=None,
+  tracing=None,
+  admit=None,
+  timing=None,
 ) -> Timed:
   """Compiles `jitted` (a jitted (state, batch) -> (state, outputs) step: the state donated) for
   `state` and `batches[0]` and times it on `batches` (alternating). `options`: XLA compile
   options; `tracing`: a context manager entered while the step is traced (e.g. a `lax.scan`
-  setting); `timing()`: called just before the timed steps. `state` is consumed."""
+  setting); `admit(program bytes)`: called after compiling, before any step runs (it may raise:
+  the memory check); `timing()`: called just before the timed steps. `state` is consumed."""
   started = time.perf_counter()
   with tracing if tracing is not None else contextlib.nullcontext():
     lowered = jitted.lower(state, batches[0])
   compiled = lowered.compile(options)
   compile_s = time.perf_counter() - started
   analysis = compiled.memory_analysis()
+  if admit is not None:
+    admit(memory.program_bytes(compiled))
   out = None
   for i in range(warmup):
     state, out = compiled(state, batches[i % len(batches)])
