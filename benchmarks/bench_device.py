@@ -261,7 +261,7 @@ class ScanUnroll:
     self._original = original = jax.lax.scan
 
     def scan(f, init, xs=None, length=None, reverse=False, unroll=1, **kwargs):
-      if unroll == 1:
+      if unroll == 1 and not isinstance(unroll, bool):  # unroll=True: fully unrolled, kept.
         unroll, self.count = self.k, self.count + 1
       return original(f, init, xs, length=length, reverse=reverse, unroll=unroll, **kwargs)
 
