@@ -24,12 +24,10 @@ from pathlib import Path
 
 import jax
 import numpy as np
-import optax
-from flax import nnx
 
-from benchmarks.bench_train_step import make_train_step, random_batch
+from benchmarks.bench_train_step import built_step, device_batches, random_batch, world_model_config
 from chessjax import flops, peaks, pgn_reader
-from chessjax.models import abstract_model, model_config
+from chessjax.models import model_config
 from data_prep.pgn_files import SourceInfo, iter_game_batches
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,13 +66,11 @@ def step_flops(family: str, padded: np.ndarray) -> float:
 
 
 def step_bytes(family: str, steps: int) -> float:
-  """Bytes of XLA's cost analysis of the lowered d512 train step at batch 128 x `steps`."""
-  graphdef, params, rest = nnx.split(abstract_model(family, "d512"), nnx.Param, ...)
-  tx = optax.adamw(1e-3)
-  step = make_train_step(graphdef, tx)
-  batch = jax.eval_shape(lambda: random_batch(BATCH, steps, 0))
-  lowered = step.lower(params, rest, jax.eval_shape(tx.init, params), batch)
-  return float(lowered.cost_analysis()["bytes accessed"])
+  """Bytes of XLA's cost analysis of the lowered d512 train step (the one training runs,
+  `chessjax.step.build`, float32) at batch 128 x `steps`."""
+  built = built_step(world_model_config(family, "d512", batch=BATCH, steps=steps, dtype="float32"))
+  (batch,) = device_batches(built, [random_batch(BATCH, steps, 0)])
+  return float(built.fns.train_step.lower(built.state, batch).cost_analysis()["bytes accessed"])
 
 
 def roofline(shuffles: int = 20) -> dict:

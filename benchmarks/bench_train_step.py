@@ -4,49 +4,58 @@
         [--lens 128,256,512,1024] [--batch 16] [--warmup 2] [--iters 5] [--set mixer_impl=chunked]
         [--no-attention]
 
-One step = forward (train mode, dropout on) + the training loss
-(chessjax.world_model.metrics.loss_fn: the 75 per-label cross-entropies of the chessjax.labels head
-layout, averaged over labels and steps) + backward + global-norm clipping (1.0) + an optax AdamW
-update, on random valid move ids (START first, then ids of real from/to/promotion triples) and
-random labels, no padding. The step is a pure function of (params, rest, opt_state, batch), split
-from the nnx model once with `nnx.split` and compiled with `jax.jit` with the state donated, as the
-training loop does.
+One step = the train step a training run executes: `chessjax.step.build` of the family's
+`configs/cwm.py` cell with the batch and one length bucket set (`world_model_config`): forward in
+train mode (dropout on), the training loss (chessjax.world_model.metrics.loss_fn: the 75
+per-label cross-entropies of the chessjax.labels head layout, averaged over labels and steps),
+backward, global-norm clipping and AdamW with the family's recipe, and the non-finite guard
+(skip, snapshot, rollback), on random valid move ids (START first, then ids of real
+from/to/promotion triples) and random labels, no padding. The state is donated to the step, as
+in training. `--lr` sets the recipe's learning rate (a constant schedule after no warmup).
 
-Each configuration compiles (warm-up steps, excluded), then times `--iters` steps, each to
-completion; the table gives the median. "growth" is the step-time ratio to the previous length
-and "exponent" log(time ratio) / log(length ratio) (1 = linear, 2 = quadratic). "other%" is the
-CPU time other processes took during the timed steps, as a share of the machine: on a shared
-machine, numbers with a high other% are slowed by neighbours. "temp KiB/token" is the size of XLA's
-temporary buffers in the compiled step (its memory analysis: activations, gradients and scratch
-live at the peak, beyond the donated state), per token of the batch: the memory cost of each
-implementation, read from the compiled program. "MFU%" is the model's FLOPs per token
+Each configuration compiles (ahead of time, with warm-up steps: excluded), then times `--iters`
+steps, each to completion; the table gives the median. "growth" is the step-time ratio to the
+previous length and "exponent" log(time ratio) / log(length ratio) (1 = linear, 2 = quadratic).
+"other%" is the CPU time other processes took during the timed steps, as a share of the machine:
+on a shared machine, numbers with a high other% are slowed by neighbours. "temp KiB/token" is the
+size of XLA's temporary buffers in the compiled step (its memory analysis: activations, gradients
+and scratch live at the peak, beyond the donated state), per token of the batch: the memory cost
+of each implementation, read from the compiled program. "MFU%" is the model's FLOPs per token
 (chessjax.flops, the implementation the step runs) times tokens/s over the device's peak
 (chessjax.peaks: on a CPU the best float32 matmul rate XLA reaches on it, measured in this
-process). Families whose module does not
-import yet are listed as missing. `--no-attention` measures a cost floor, not a model: the
-Transformer's attention returns v, so the step costs what it would with a free attention kernel.
+process). Families whose module does not import yet are listed as missing. `--no-attention`
+measures a cost floor, not a model: the Transformer's attention returns v, so the step costs what
+it would with a free attention kernel.
+
+The helpers here (`world_model_config`, `built_step`, `random_batch`, `time_step`) are what
+`benchmarks.bench_device` and `benchmarks.bench_population` time with.
 """
 
 import argparse
+import contextlib
+import dataclasses
 import math
 import os
 import statistics
 import time
 
 import jax
-import jax.numpy as jnp
+import ml_collections
 import numpy as np
-import optax
-from flax import nnx
 
-from chessjax import encoding, flops, labels, peaks
-from chessjax.models import FAMILIES, count_params, create_model, model_config, transformer
-from chessjax.optim import decay_mask
-from chessjax.world_model import metrics
+from chessjax import encoding, evaluation, flops, labels, memory, peaks, step
+from chessjax.models import FAMILIES, count_params, model_config, transformer
+from chessjax.spec import TrainSpec
+from chessjax.task import get_task
+from configs import cwm
+
+B2B_SECONDS = 0.3  # Back-to-back timing runs at least this long (or `iters` steps, if more).
+B2B_MAX = 400  # ... and at most this many steps.
 
 
 def random_batch(batch: int, steps: int, seed: int) -> dict:
-  """Random valid move ids (START first, no padding) and random labels of the right classes."""
+  """Random valid move ids (START first, no padding) and random labels of the right classes: a
+  host batch (numpy) with the world-model task's keys, as the loader gives one."""
   rng = np.random.default_rng(seed)
   frm = rng.integers(0, 64, (batch, steps))
   to = (frm + rng.integers(1, 64, (batch, steps))) % 64
@@ -54,28 +63,119 @@ def random_batch(batch: int, steps: int, seed: int) -> dict:
   moves = ((frm * 64 + to) * 5 + promo).astype(np.int32)
   moves[:, 0] = encoding.START_ID
   states = rng.integers(0, labels.LABEL_CLASSES, (batch, steps, labels.NUM_LABELS))
-  return {
-    "moves": jnp.asarray(moves),
-    "states": jnp.asarray(states.astype(np.uint8)),
-    "mask": jnp.ones((batch, steps), bool),
-  }
+  return {"moves": moves, "states": states.astype(np.uint8), "mask": np.ones((batch, steps), bool)}
 
 
-def make_train_step(graphdef, tx):
-  """The pure step (params, rest, opt_state, batch) -> (params, rest, opt_state, loss)."""
+def world_model_config(
+  family: str, size: str, *, batch: int, steps: int, dtype: str | None = None, **model
+) -> ml_collections.ConfigDict:
+  """The family's `configs/cwm.py` cell (its recipe) at `batch` x `steps`: one length bucket,
+  games cut at `steps`, `model.dtype` set when given, `model` overrides (e.g. mixer_impl)."""
+  config = cwm.get_config(f"family={family},size={size}")
+  if dtype is not None and "dtype" in config.model:  # A family without the field is float32.
+    config.model.dtype = dtype
+  config.model.update(model)
+  config.data.batch_size = batch
+  config.data.max_len = steps
+  config.data.bucket_lengths = (steps,)
+  config.train.steps = 1000  # A run's length: the schedule needs one.
+  return config
 
-  def train_step(params, rest, opt_state, batch):
-    def loss_of(params, rest):
-      model = nnx.merge(graphdef, params, rest, copy=True)
-      logits = model(batch["moves"], train=True)
-      loss = metrics.loss_fn(logits, batch["states"], batch["mask"])
-      return loss, nnx.state(model, nnx.Not(nnx.Param))  # dropout RNG counters move on
 
-    (loss, new_rest), grads = jax.value_and_grad(loss_of, has_aux=True)(params, rest)
-    updates, opt_state = tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), new_rest, opt_state, loss
+@dataclasses.dataclass
+class Built:
+  """What `chessjax.step.build` gives for a config: the model, its train state, its jitted steps
+  (`fns.train_step` is the step training runs) and the spec."""
 
-  return jax.jit(train_step, donate_argnums=(0, 1, 2))
+  model: object
+  state: dict
+  fns: step.StepFns
+  spec: TrainSpec
+
+
+def built_step(config: ml_collections.ConfigDict, *, devices=None) -> Built:
+  """The train step (and state) a training run of `config` executes."""
+  spec = TrainSpec.from_config(config)
+  model, state, fns = step.build(spec, get_task(config), devices=devices)
+  return Built(model, state, fns, spec)
+
+
+@dataclasses.dataclass
+class Timed:
+  """One compiled step, timed: compile seconds (lower + compile), the median of steps each run
+  to completion, the mean of steps dispatched back to back (the device never waits on the host
+  between them, as in the training loop), the compiled program's bytes (the memory check's
+  estimate, `chessjax.memory.program_bytes`), its temporaries, and the last loss."""
+
+  compile_s: float
+  ms: float
+  min_ms: float
+  b2b_ms: float
+  program_bytes: int | None
+  temp_bytes: int | None
+  loss: float
+  b2b_steps: int = 0
+
+
+def time_step(
+  jitted,
+  state,
+  batches: list,
+  *,
+  warmup: int,
+  iters: int,
+  options=None,
+  tracing=None,
+  admit=None,
+  timing=None,
+) -> Timed:
+  """Compiles `jitted` (a jitted (state, batch) -> (state, outputs) step: the state donated) for
+  `state` and `batches[0]` and times it on `batches` (alternating). `options`: XLA compile
+  options; `tracing`: a context manager entered while the step is traced (e.g. a `lax.scan`
+  setting); `admit(program bytes)`: called after compiling, before any step runs (it may raise:
+  the memory check); `timing()`: called just before the timed steps. `state` is consumed."""
+  started = time.perf_counter()
+  with tracing if tracing is not None else contextlib.nullcontext():
+    lowered = jitted.lower(state, batches[0])
+  compiled = lowered.compile(options)
+  compile_s = time.perf_counter() - started
+  analysis = compiled.memory_analysis()
+  if admit is not None:
+    admit(memory.program_bytes(compiled))
+  out = None
+  for i in range(warmup):
+    state, out = compiled(state, batches[i % len(batches)])
+    jax.block_until_ready((state, out))
+  if timing is not None:
+    timing()
+  times = []
+  for i in range(iters):
+    t = time.perf_counter()
+    state, out = compiled(state, batches[i % len(batches)])
+    jax.block_until_ready((state, out))
+    times.append(time.perf_counter() - t)
+  med = statistics.median(times)
+  n = min(max(iters, math.ceil(B2B_SECONDS / max(med, 1e-9))), max(B2B_MAX, iters))
+  t = time.perf_counter()
+  for i in range(n):
+    state, out = compiled(state, batches[i % len(batches)])
+  jax.block_until_ready((state, out))
+  b2b = (time.perf_counter() - t) / n
+  return Timed(
+    compile_s=compile_s,
+    ms=1e3 * med,
+    min_ms=1e3 * min(times),
+    b2b_ms=1e3 * b2b,
+    program_bytes=memory.program_bytes(compiled),
+    temp_bytes=None if analysis is None else analysis.temp_size_in_bytes,
+    loss=float(np.mean(np.asarray(out["loss"], np.float32))),
+    b2b_steps=n,
+  )
+
+
+def device_batches(built: Built, host: list[dict]) -> list[dict]:
+  """The host batches as the step's global arrays (sharded over the rows)."""
+  return [evaluation.device_batch(b, built.fns) for b in host]
 
 
 class CpuShare:
@@ -107,51 +207,37 @@ class CpuShare:
 
 
 def bench_one(family, size, steps, opts, overrides) -> dict:
-  model = create_model(family, size, seed=0, **overrides)
-  n_params = count_params(model)
-  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-  tx = optax.chain(
-    optax.clip_by_global_norm(1.0),
-    optax.adamw(opts.lr, b1=0.9, b2=0.95, eps=1e-8, weight_decay=1e-3, mask=decay_mask(params)),
+  config = world_model_config(family, size, batch=opts.batch, steps=steps, **overrides)
+  config.seed = 0
+  config.optim.lr, config.optim.warmup_steps, config.optim.schedule = opts.lr, 0, "constant"
+  built = built_step(config)
+  n_params = count_params(built.model)
+  batches = device_batches(built, [random_batch(opts.batch, steps, seed=i) for i in range(2)])
+  shares = []
+  t = time_step(
+    built.fns.train_step,
+    built.state,
+    batches,
+    warmup=opts.warmup,
+    iters=opts.iters,
+    timing=lambda: shares.append(CpuShare()),
   )
-  opt_state = tx.init(params)
-  step = make_train_step(graphdef, tx)
-  batches = [random_batch(opts.batch, steps, seed=i) for i in range(2)]
-  t0 = time.perf_counter()
-  step = step.lower(params, rest, opt_state, batches[0]).compile()  # ahead of time, timed below
-  memory = step.memory_analysis()
-  for i in range(opts.warmup):
-    params, rest, opt_state, loss = step(params, rest, opt_state, batches[i % 2])
-    jax.block_until_ready(loss)
-  compile_s = time.perf_counter() - t0
-  share, times = CpuShare(), []
-  for i in range(opts.iters):
-    t = time.perf_counter()
-    params, rest, opt_state, loss = step(params, rest, opt_state, batches[i % 2])
-    jax.block_until_ready(loss)
-    times.append(time.perf_counter() - t)
-  med = statistics.median(times)
-  tok_s = opts.batch * steps / med
-  peak = peaks.peak_flops(dtype=getattr(model.cfg, "dtype", "float32"))
-  mfu = (
-    flops.mfu(tok_s, flops.per_token(model.cfg, steps), peak)
-    if flops.supported(model.cfg)
-    else math.nan
-  )
+  tok_s = opts.batch * steps / (t.ms / 1e3)
+  cfg = built.model.cfg
+  peak = peaks.peak_flops(dtype=getattr(cfg, "dtype", "float32"))
+  mfu = flops.mfu(tok_s, flops.per_token(cfg, steps), peak) if flops.supported(cfg) else math.nan
   return {
     "params": n_params,
-    "ms": 1e3 * med,
-    "min_ms": 1e3 * min(times),
+    "ms": t.ms,
+    "min_ms": t.min_ms,
     "tok_s": tok_s,
     "mfu": mfu,
-    "loss": float(loss),
-    "warm_s": compile_s,
-    "other": share.other_percent(),
+    "loss": t.loss,
+    "warm_s": t.compile_s,
+    "other": shares[0].other_percent(),
     # XLA's buffer plan of the compiled step: temporaries live at its peak, beyond the
     # (donated) arguments. Per token of the batch; None where the backend does not report it.
-    "temp_kb_tok": None
-    if memory is None
-    else memory.temp_size_in_bytes / 1024 / (opts.batch * steps),
+    "temp_kb_tok": None if t.temp_bytes is None else t.temp_bytes / 1024 / (opts.batch * steps),
   }
 
 
@@ -242,7 +328,7 @@ def main(argv=None):
         print(
           f"[done] {family} {size} T={steps}: {r['ms']:.1f} ms/step, {r['tok_s']:,.0f} tok/s, "
           f"MFU {100 * r['mfu']:.1f}% "
-          f"(compile+warmup {r['warm_s']:.1f}s, loss {r['loss']:.3f}, other {r['other']:.0f}%)",
+          f"(compile {r['warm_s']:.1f}s, loss {r['loss']:.3f}, other {r['other']:.0f}%)",
           flush=True,
         )
 

@@ -1,27 +1,32 @@
-"""benchmarks.bench_device --toy: every row of the accelerator check is listed in both outputs, and
-one row of each kind runs at toy shapes on the CPU (an attention and a recurrent family, both
-precision policies, GPT-2, every implementation of every recurrence), so the check cannot rot
-before a GPU runs it. All rows at toy shapes compile about 45 programs (minutes on a CPU); the
-kinds run here exercise every code path of the others."""
+"""benchmarks.bench_device: the catalogue lists every row the issues ask for, in the run order that
+puts what no device has measured first; `--toy` runs one row of each kind at toy shapes on the
+CPU (the loop against its step alone, on the suite's prepared sample; a population and a refused
+one; the command buffers' flags in a process of their own; scan unrolling on a step and on a
+recurrence; GPT-2; each implementation of each recurrence), so the check cannot rot before a
+device runs it. `--toy`
+without `--only` runs all 77 rows (minutes on a CPU); the kinds run here exercise every code path
+of the others (a bfloat16 step: tests/test_precision.py). And benchmarks.bench_population's CPU
+table at toy size."""
 
 import json
 import math
 
 import pytest
 
-from benchmarks import bench_device
+from benchmarks import bench_device, bench_population
 from chessjax.models.registry import FAMILIES
 from chessjax.ops.impl import RECURRENCES
 
 
 def expected_names() -> set[str]:
-  """The rows the issue asks for, spelled out from the grid and the recurrences' registry."""
+  """The rows the issues ask for, spelled out from the grid and the recurrences' registry."""
   train = {
     f"{family} {case} {dtype}"
     for family in FAMILIES
     for case in ("d128 b32", "d512 b128")
     for dtype in ("float32", "bfloat16")
   }
+  train |= {"slice d128 b128 float32", "slice d256 b128 float32"}  # populations' runs alone
   recurrences = set()
   for recurrence, impls in RECURRENCES.items():
     for impl in impls:
@@ -30,42 +35,107 @@ def expected_names() -> set[str]:
       else:
         recurrences.add(f"{recurrence} {impl}")
   assert len(recurrences) == 13  # 3 + 1 + 1 affine, 1 + 3 delta rule, 1 + 3 SSD
-  return train | recurrences | {"gpt2 small float32", "gpt2 small bfloat16"}
+  loop = {"loop slice d128 b32 float32", "loop slice d512 b128 float32"}
+  population = {f"population slice d128 b{b} K{k}" for b in (32, 128) for k in (1, 4, 16, 64)}
+  population |= {f"population slice {d} b128 K{k}" for d in ("d256", "d512") for k in (1, 4)}
+  ab = {f"cmdbuf {s}: {t}" for s in ("off", "on") for t in bench_device.AB_TARGETS}
+  sequential = ["slice d128 b32 float32"] + [f"{r} sequential" for r in RECURRENCES]
+  ab |= {f"{t} unroll{k}" for t in sequential for k in (4, 16)}
+  lm = {"gpt2 small float32", "gpt2 small bfloat16"}
+  return train | recurrences | loop | population | ab | lm
+
+
+def test_catalogue_lists_every_row_in_run_order():
+  units = bench_device.units(bench_device.FULL)
+  names = [n for u in units for n in u.names]
+  assert len(names) == len(set(names)) == len(expected_names()) == 77
+  assert set(names) == expected_names()
+  assert [n for u in bench_device.units(bench_device.TOY) for n in u.names] == names
+  order = list(bench_device.GROUPS)
+  groups = [order.index(u.group) for u in units]
+  assert groups == sorted(groups) and set(groups) == set(range(len(order)))
+  # What no device has measured comes before the H200's rows: the loop, populations, the A/B,
+  # then the rows the H200 did not reach (three Mamba families at d128, GPT-2 small) and SLiCE
+  # under `auto`.
+  first = {n for u in units if u.group != "measured" for n in u.names}
+  assert {f"{f} d128 b32 {d}" for f in ("mamba2", "mamba3", "mamba3_mimo") for d in ("float32",
+          "bfloat16")} | {"gpt2 small float32", "gpt2 small bfloat16"} <= first  # fmt: skip
+  assert {
+    f"slice {c} {d}" for c in ("d128 b32", "d512 b128") for d in ("float32", "bfloat16")
+  } <= first
+  assert not any(n.startswith(("transformer", "gated_deltanet")) for n in first - set(
+    f"cmdbuf {s}: {t}" for s in ("off", "on") for t in bench_device.AB_TARGETS))  # fmt: skip
+  # A population's K grows row by row (its device peak is then the row's own).
+  ks = [int(n.rsplit("K", 1)[1]) for n in names if n.startswith("population slice d128 b32")]
+  assert ks == [1, 4, 16, 64]
+  text = bench_device.parts_help()
+  for group in bench_device.GROUPS:
+    assert f"  {group} " in text
+  assert bench_device.parse_args(["--toy"]).budget_minutes == 0
 
 
 ONLY = (
-  "transformer d128 b32 float32",
-  "gated_deltanet d128 b32 bfloat16",
+  "loop slice d128 b32 float32",  # the loop; its step alone is measured for it
+  "population slice d128 b32 K4",  # K = 2 at toy shapes
+  "population slice d128 b32 K64",  # refused under the toy's 1 GiB, from K = 2's program
+  "cmdbuf on: affine_scan sequential",  # the flags, in a process of its own
+  "slice d128 b32 float32 unroll4",
+  "affine_scan sequential unroll4",
   "gpt2 small float32",
-  "affine_scan sequential",
   "affine_scan chunked C16",
   "affine_scan associative",
-  "delta_rule sequential",
   "delta_rule chunked C32",
-  "ssd sequential",
   "ssd chunked C32",
 )
 
 
-@pytest.mark.slow  # About 14 small programs compiled.
-def test_toy_run_lists_every_row_and_runs_each_kind(tmp_path):
-  doc = bench_device.main(["--toy", "--out", str(tmp_path), "--only", ",".join(ONLY)])
-  names = expected_names()
+@pytest.mark.slow  # 8 small programs compiled, a process with its own, a 3-step training run.
+def test_toy_run_lists_every_row_and_runs_each_kind(tmp_path, small_dataset):
+  argv = ["--toy", "--out", str(tmp_path), "--only", ",".join(ONLY), "--data", str(small_dataset)]
+  doc = bench_device.main(argv)
   saved = json.loads((tmp_path / "bench_device.json").read_text())
   assert saved["device_kind"] and saved["jax"] and saved["date"] and saved["toy"] is True
   rows = {r["name"]: r for r in saved["rows"]}
-  assert set(rows) == names and len(saved["rows"]) == len(names) == len(doc["rows"])
-  ran = {name for name in names if any(o in name for o in ONLY)}
-  assert len(ran) == len(ONLY)
+  assert set(rows) == expected_names() and len(saved["rows"]) == len(rows) == len(doc["rows"])
+  ran = {n for u in bench_device.units(bench_device.TOY) for n in u.names
+         if bench_device.matches(n, u.group, ONLY)}  # fmt: skip
+  assert len(ran) == 11
   for name, row in rows.items():
     if name not in ran:
       assert row["status"] == "skipped (--only)", (name, row["status"])
-      continue
-    assert row["status"] == "ok", (name, row["status"])
-    assert row["ms"] > 0 and row["tokens_s"] > 0 and row["compile_s"] > 0, row
-    assert (row["part"] == "recurrence") == (row["forward_ms"] > 0), row
-    assert (row["part"] == "recurrence") != math.isfinite(row["mfu"]), row  # Steps have an MFU.
-  table = (tmp_path / "bench_device.md").read_text()
-  assert "TOY shapes" in table
-  for name in names:
-    assert f"| {name} |" in table, name
+    elif name.endswith("K64"):
+      assert row["status"].startswith("refused: needs") and row["extra"]["largest_k"] >= 2, row
+    else:
+      assert row["status"] == "ok", (name, row["status"])
+      assert row["ms"] > 0 and row["tokens_s"] > 0, row
+      recurrence = math.isfinite(row["forward_ms"])  # Steps have an MFU, the loop its own table.
+      assert math.isfinite(row["mfu"]) == (row["part"] != "loop" and not recurrence), row
+  loop = rows["loop slice d128 b32 float32"]["extra"]
+  assert loop["timed_steps"] == 2 and 0 < loop["efficiency"] and 0 <= loop["input_wait"] <= 1
+  assert loop["host_ms"] >= 0 and loop["padding"] >= 0 and loop["alone_b2b_ms"] > 0
+  pop = rows["population slice d128 b32 K4"]
+  assert pop["extra"]["k"] == 2 and pop["extra"]["speedup"] > 0 and pop["program_gib"] > 0
+  on = rows["cmdbuf on: affine_scan sequential"]["extra"]
+  assert (
+    bench_device.COMMAND_BUFFERS in on["xla_flags"] and on["target"] == "affine_scan sequential"
+  )
+  for name in ("slice d128 b32 float32 unroll4", "affine_scan sequential unroll4"):
+    extra = rows[name]["extra"]
+    assert extra["unroll"] == 4 and extra["scans_unrolled"] >= 1 and extra["vs_unroll1"] > 0
+  text = (tmp_path / "bench_device.md").read_text()
+  assert "TOY shapes" in text
+  for name in rows:
+    assert f"| {name} |" in text, name
+
+
+@pytest.mark.slow  # The run alone and K = 2 at toy shapes (programs the test above compiled).
+def test_population_cpu_table(tmp_path, capsys):
+  argv = ["--toy", "--ks", "2", "--warmup", "0", "--iters", "1", "--out", str(tmp_path / "p.json")]
+  doc = bench_population.main(argv)
+  (row,) = doc["rows"]
+  assert row["k"] == 2 and row["population_ms"] > 0 and row["alone_ms"] > 0
+  assert row["speedup"] == pytest.approx(2 * row["alone_ms"] / row["population_ms"])
+  assert json.loads((tmp_path / "p.json").read_text())["rows"][0]["k"] == 2
+  out = capsys.readouterr().out
+  assert "| K | population ms |" in out and "K=2: the population costs" in out
+  assert doc["machine"]["cores"] >= 1 and doc["machine"]["jax"]

@@ -1,0 +1,219 @@
+"""Populations against runs alone: the time of one member-step of a K-member population against one
+step of the same run trained alone, on this machine.
+
+    python -m benchmarks.bench_population [--family slice] [--size d128] [--batch 16] \
+        [--steps 128] [--ks 1,2,4,8] [--warmup 2] [--iters 5] [--out FILE.json] [--toy]
+
+A population (`chessjax.population.Population`) trains its K members in one compiled step (the
+step of one run, `jax.vmap`ped over the members' states); the run alone is the step
+`chessjax.step.build` makes for the same config. Both are the family's `configs/cwm.py` cell at
+`--batch` x `--steps` (one length bucket, random valid moves and labels, no padding; float32);
+the members differ in learning rate only, so they share one data order and every step one batch,
+as the members of a stage-1 grid cell do. Each step compiles ahead of time (compile seconds
+reported, not timed), runs `--warmup` steps, then is timed twice: `--iters` steps each to
+completion (median) and steps dispatched back to back (at least 0.3 s of them: the rate of a
+training loop, which keeps the device busy), the latter used for every ratio.
+
+Columns: "population ms" and "alone ms" per step (back to back); "member-step ms" = population
+ms / K; "K alone ms" = K x alone ms, the time of K runs one after another; "speed-up" = K alone
+ms / population ms (above 1: the population costs less than K runs one after another, below 1:
+more); "member-steps/s" = K / population seconds; "program MiB" = the compiled step's memory
+(`chessjax.memory.program_bytes`, what the memory check compares with the machine's). A line
+per K says in words whether the population costs more than K runs one after another.
+
+Machine: the CPU model (`benchmarks.machine`), its cores, the load average at the start, jax's
+version and the date head the table. On a CPU XLA runs one step on the process's cores; a
+population gives each op K times the work, so where one small step leaves cores idle it may
+fill them. `--toy`: d128 at batch 2 x 16 steps, K = 1, 2 unless `--ks` (seconds; the suite runs
+it). The
+helpers (`member_configs`, `build_population`, `time_population`) are what
+`benchmarks.bench_device`'s population rows time with.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import time
+from pathlib import Path
+
+import jax
+import ml_collections
+
+from benchmarks import machine
+from benchmarks.bench_train_step import (
+  Timed,
+  built_step,
+  device_batches,
+  random_batch,
+  time_step,
+  world_model_config,
+)
+from chessjax import population
+from chessjax.spec import TrainSpec
+from chessjax.task import get_task
+
+MIB = 2**20
+
+
+def member_configs(config: ml_collections.ConfigDict, k: int) -> list[ml_collections.ConfigDict]:
+  """`k` members of `config` that differ in learning rate only (the config's, times 2^(i / k)),
+  made as `python -m chessjax.population --member` makes them (and checked the same way)."""
+  lr = config.optim.lr
+  members = [(f"m{i}", {"optim.lr": f"{lr * 2 ** (i / k):.6g}"}) for i in range(k)]
+  configs = [(name, population.member_config(config, name, o)) for name, o in members]
+  population.check_members(configs)
+  return [c for _, c in configs]
+
+
+def build_population(config: ml_collections.ConfigDict, k: int, *, devices=None):
+  """The population of `k` members of `config` (`member_configs`): its state and one step."""
+  configs = member_configs(config, k)
+  specs = [TrainSpec.from_config(c) for c in configs]
+  return population.Population(specs, get_task(configs[0]), devices=devices)
+
+
+def time_population(
+  config: ml_collections.ConfigDict,
+  k: int,
+  *,
+  warmup: int,
+  iters: int,
+  options=None,
+  admit=None,
+  devices=None,
+) -> tuple[Timed, float]:
+  """A `k`-member population of `config`'s step timed on two random batches (shared by the
+  members); returns the timing and the seconds spent building the members. `admit(bytes)` is
+  called with the compiled step's memory before it runs (it may raise to refuse it)."""
+  started = time.perf_counter()
+  pop = build_population(config, k, devices=devices)
+  build_s = time.perf_counter() - started
+  b, t = config.data.batch_size, config.data.max_len
+  batches = [pop.device_batch([random_batch(b, t, seed)]) for seed in (0, 1)]
+  timed = time_step(
+    pop.train_step, pop.state, batches, warmup=warmup, iters=iters, options=options, admit=admit
+  )
+  return timed, build_s
+
+
+def time_alone(config, *, warmup: int, iters: int, options=None, devices=None) -> Timed:
+  """The run alone: `chessjax.step.build`'s train step of `config`, timed as `time_population`."""
+  built = built_step(config, devices=devices)
+  b, t = config.data.batch_size, config.data.max_len
+  batches = device_batches(built, [random_batch(b, t, seed) for seed in (0, 1)])
+  return time_step(built.fns.train_step, built.state, batches, warmup=warmup, iters=iters,
+                   options=options)  # fmt: skip
+
+
+def measure(opts) -> dict:
+  config = world_model_config(opts.family, opts.size, batch=opts.batch, steps=opts.steps,
+                              dtype="float32")  # fmt: skip
+  alone = time_alone(config, warmup=opts.warmup, iters=opts.iters)
+  print(f"alone: {alone.b2b_ms:.2f} ms/step (compile {alone.compile_s:.1f} s)", flush=True)
+  rows = []
+  for k in opts.ks:
+    timed, build_s = time_population(config, k, warmup=opts.warmup, iters=opts.iters)
+    row = {
+      "k": k,
+      "population_ms": timed.b2b_ms,
+      "population_median_ms": timed.ms,
+      "member_step_ms": timed.b2b_ms / k,
+      "alone_ms": alone.b2b_ms,
+      "k_alone_ms": k * alone.b2b_ms,
+      "speedup": k * alone.b2b_ms / timed.b2b_ms,
+      "member_steps_s": 1e3 * k / timed.b2b_ms,
+      "compile_s": timed.compile_s,
+      "build_s": build_s,
+      "program_mib": None if timed.program_bytes is None else timed.program_bytes / MIB,
+    }
+    rows.append(row)
+    print(f"K={k}: {timed.b2b_ms:.2f} ms/step, speed-up {row['speedup']:.2f}x", flush=True)
+  return {
+    "what": "population member-steps against runs alone (benchmarks.bench_population)",
+    "machine": header(),
+    "family": opts.family,
+    "size": opts.size,
+    "batch": opts.batch,
+    "steps": opts.steps,
+    "dtype": "float32",
+    "warmup": opts.warmup,
+    "iters": opts.iters,
+    "alone": {"ms": alone.b2b_ms, "median_ms": alone.ms, "compile_s": alone.compile_s},
+    "rows": rows,
+  }
+
+
+def header() -> dict:
+  return {
+    "cpu": machine.cpu_model() or "unknown CPU",
+    "cores": os.cpu_count(),
+    "loadavg": round(os.getloadavg()[0], 2),
+    "backend": jax.default_backend(),
+    "device_kind": jax.devices()[0].device_kind,
+    "jax": jax.__version__,
+    "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+  }
+
+
+def verdict(row: dict) -> str:
+  """Whether the population of K costs more than K runs one after another, in words."""
+  k, s = row["k"], row["speedup"]
+  runs = "1 run" if k == 1 else f"{k} runs"
+  if s >= 1:
+    return f"K={k}: the population costs less than {runs} one after another ({1 / s:.2f}x)"
+  return f"K={k}: the population costs MORE than {runs} one after another ({1 / s:.2f}x)"
+
+
+def table(doc: dict) -> str:
+  m = doc["machine"]
+  lines = [
+    f"{doc['family']} {doc['size']}, batch {doc['batch']} x {doc['steps']} steps, "
+    f"{doc['dtype']}; {m['cpu']} ({m['cores']} cores, load {m['loadavg']}), {m['backend']}, "
+    f"jax {m['jax']}, {m['date']}",
+    "",
+    "| K | population ms | member-step ms | alone ms | K alone ms | speed-up | member-steps/s "
+    "| compile s | program MiB |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ]
+  for r in doc["rows"]:
+    mib = "-" if r["program_mib"] is None else f"{r['program_mib']:,.1f}"
+    lines.append(
+      f"| {r['k']} | {r['population_ms']:.2f} | {r['member_step_ms']:.2f} | {r['alone_ms']:.2f} | "
+      f"{r['k_alone_ms']:.2f} | {r['speedup']:.2f}x | {r['member_steps_s']:,.1f} | "
+      f"{r['compile_s']:.1f} | {mib} |"
+    )
+  lines += [""] + [f"* {verdict(r)}" for r in doc["rows"]]
+  return "\n".join(lines) + "\n"
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  p.add_argument("--family", default="slice")
+  p.add_argument("--size", default="d128")
+  p.add_argument("--batch", type=int, default=16)
+  p.add_argument("--steps", type=int, default=128)
+  p.add_argument("--ks", default="", help="population sizes, comma-separated (1,2,4,8)")
+  p.add_argument("--warmup", type=int, default=2)
+  p.add_argument("--iters", type=int, default=5)
+  p.add_argument("--out", default="", help="also write the table's record (JSON) here")
+  p.add_argument("--toy", action="store_true", help="batch 2 x 16 steps, K = 1, 2: seconds")
+  opts = p.parse_args(argv)
+  if opts.toy:
+    opts.batch, opts.steps = 2, 16
+  opts.ks = [int(k) for k in (opts.ks or ("1,2" if opts.toy else "1,2,4,8")).split(",") if k]
+  return opts
+
+
+def main(argv=None) -> dict:
+  opts = parse_args(argv)
+  doc = measure(opts)
+  print("\n" + table(doc))
+  if opts.out:
+    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(opts.out).write_text(json.dumps(doc, indent=1) + "\n")
+  return doc
+
+
+if __name__ == "__main__":
+  main()
