@@ -255,6 +255,39 @@ def mimo_memory() -> str:
   )
 
 
+def stage1_gpu_hours() -> str:
+  """The paper's stage-1 grid at d128 and d256 (batch 128) in GPU-hours, run by run, bounded by the
+  H200's measured steps (an estimate: no device has timed a batch-128 step at these sizes), and
+  with populations (no device has measured them: unmeasured)."""
+  from configs.cwm import BFLOAT16_FAMILIES
+
+  runs = len(grid.LRS) * len(grid.WARMUPS) * len(grid.B2S) * len(grid.WDS)
+  steps = grid.STEPS_1_EPOCH
+  hours = lambda ms: runs * steps * ms / 3.6e6  # noqa: E731
+  out = [
+    "| family | size | runs x steps | GPU-hours run by run (bounds) | with populations |",
+    "|---|---|---:|---:|---|",
+  ]
+  totals = [0.0, 0.0]
+  for family in grid.MAIN:
+    dtype = "bfloat16" if family in BFLOAT16_FAMILIES else "float32"
+    low, high = h200(f"{family} d128 b32 {dtype}"), h200(f"{family} d512 b128 {dtype}")
+    for size in ("d128", "d256"):
+      if low is None or high is None:
+        cell = "- (a bound was not measured)"
+      else:
+        cell = f"{hours(low['ms']):,.0f} to {hours(high['ms']):,.0f}"
+        totals = [totals[0] + hours(low["ms"]), totals[1] + hours(high["ms"])]
+      out.append(
+        f"| {family} | {size} | {runs} x {steps:,} | {cell} | unmeasured (`bench_device` "
+        "population part) |"
+      )
+  out.append(
+    f"| measured families | d128 + d256 | | {totals[0]:,.0f} to {totals[1]:,.0f} | unmeasured |"
+  )
+  return "\n".join(out)
+
+
 def _fits(rec: dict) -> str:
   longest = [r["seg64_gib"] for r in rec["rows"] if (r["batch"], r["steps"]) == (128, 1024)]
   return "within" if max(longest) * 2**30 < rec["h100_gib"] * 1e9 else "not within"
@@ -262,6 +295,7 @@ def _fits(rec: dict) -> str:
 
 def register(spans: dict) -> None:
   spans["perf:MIMO_MEMORY"] = mimo_memory
+  spans["perf:STAGE1_GPU_HOURS"] = stage1_gpu_hours
   spans["perf:TIME_TO_TARGET"] = time_to_target
   spans["perf:FLOPS_TABLE"] = flops_table
   spans["perf:FLOPS_T"] = lambda: str(mean_steps())
