@@ -167,6 +167,22 @@ def readme_d128() -> str:
 # The demo, parity with the released code, the reproduction kit
 
 
+@span("wm:POPULATION_DROPOUT")
+def population_dropout() -> str:
+  """Members with their own data orders and dropout at the padded shape, against their runs
+  alone (docs/results/population_dropout.json)."""
+  rec = record("population_dropout")
+  diffs = ", ".join(f"{r['difference']:+.5f} (seed {r['seed']})" for r in rec["rows"])
+  ratio = rec["largest_difference"] / rec["seed_spread"]
+  return (
+    f"{rec['family']} {rec['size']}, {rec['steps']} steps, seeds {rec['seeds']}: the members' "
+    f"batches were padded at {100 * rec['padded_step_share']:.0f}% of the steps; final "
+    f"validation loss, member minus run alone: {diffs}; the runs alone spread over "
+    f"{rec['seed_spread']:.5f} across the seeds, so the largest difference is "
+    f"{100 * ratio:.0f}% of that spread (one population, {len(rec['seeds'])} seeds; a toy scale)"
+  )
+
+
 @span("wm:DEMO")
 def demo_table() -> str:
   rec = record("demo")
