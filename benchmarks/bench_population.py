@@ -2,17 +2,20 @@
 step of the same run trained alone, on this machine.
 
     python -m benchmarks.bench_population [--family slice] [--size d128] [--batch 16] \
-        [--steps 128] [--ks 1,2,4,8] [--warmup 2] [--iters 5] [--out FILE.json] [--toy]
+        [--steps 128] [--ks 1,2,4,8] [--warmup 2] [--rounds 5] [--seconds 2] [--out FILE.json] \
+        [--toy]
 
 A population (`chessjax.population.Population`) trains its K members in one compiled step (the
 step of one run, `jax.vmap`ped over the members' states); the run alone is the step
 `chessjax.step.build` makes for the same config. Both are the family's `configs/cwm.py` cell at
 `--batch` x `--steps` (one length bucket, random valid moves and labels, no padding; float32);
 the members differ in learning rate only, so they share one data order and every step one batch,
-as the members of a stage-1 grid cell do. Each step compiles ahead of time (compile seconds
-reported, not timed), runs `--warmup` steps, then is timed twice: `--iters` steps each to
-completion (median) and steps dispatched back to back (at least 0.3 s of them: the rate of a
-training loop, which keeps the device busy), the latter used for every ratio.
+as the members of a stage-1 grid cell do. Every step is compiled first (compile seconds
+reported, not timed) and runs `--warmup` steps; then `--rounds` rounds each time the run alone
+and every K in turn, steps dispatched back to back for at least `--seconds` (the rate of a
+training loop, which keeps the device busy); the medians over the rounds are reported (and each
+K's range of per-round ratios), so a machine whose speed drifts moves both sides of every ratio
+alike.
 
 Columns: "population ms" and "alone ms" per step (back to back); "member-step ms" = population
 ms / K; "K alone ms" = K x alone ms, the time of K runs one after another; "speed-up" = K alone
@@ -33,7 +36,9 @@ helpers (`member_configs`, `build_population`, `time_population`) are what
 import argparse
 import datetime
 import json
+import math
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -49,7 +54,7 @@ from benchmarks.bench_train_step import (
   time_step,
   world_model_config,
 )
-from chessjax import population
+from chessjax import memory, population
 from chessjax.spec import TrainSpec
 from chessjax.task import get_task
 
@@ -106,29 +111,80 @@ def time_alone(config, *, warmup: int, iters: int, options=None, devices=None) -
                    options=options)  # fmt: skip
 
 
+class _Prepared:
+  """A compiled step with its (donated) state and batches, ready to be timed again and again."""
+
+  def __init__(self, jitted, state, batches: list, warmup: int):
+    started = time.perf_counter()
+    self.compiled = jitted.lower(state, batches[0]).compile()
+    self.compile_s = time.perf_counter() - started
+    self.program_bytes = memory.program_bytes(self.compiled)
+    self.state, self.batches = state, batches
+    for _ in range(warmup):
+      self.steps(1)
+
+  def steps(self, n: int) -> float:
+    """Seconds per step of `n` steps dispatched back to back."""
+    started = time.perf_counter()
+    for i in range(n):
+      self.state, out = self.compiled(self.state, self.batches[i % len(self.batches)])
+    jax.block_until_ready((self.state, out))
+    return (time.perf_counter() - started) / n
+
+  def for_at_least(self, seconds: float) -> float:
+    """Seconds per step over at least `seconds` (and 3 steps) of steps back to back."""
+    first = self.steps(1)
+    return self.steps(max(3, math.ceil(seconds / max(first, 1e-9))))
+
+
 def measure(opts) -> dict:
+  """The run alone and each K compiled first; then `opts.rounds` rounds, each timing the run alone
+  and every K in turn for at least `opts.seconds`: the medians over rounds, so a machine whose
+  speed drifts (other tenants, clocks) moves both sides of every ratio alike."""
   config = world_model_config(opts.family, opts.size, batch=opts.batch, steps=opts.steps,
                               dtype="float32")  # fmt: skip
-  alone = time_alone(config, warmup=opts.warmup, iters=opts.iters)
-  print(f"alone: {alone.b2b_ms:.2f} ms/step (compile {alone.compile_s:.1f} s)", flush=True)
+  b, t = config.data.batch_size, config.data.max_len
+  host = [random_batch(b, t, seed) for seed in (0, 1)]
+  built = built_step(config)
+  alone = _Prepared(built.fns.train_step, built.state, device_batches(built, host), opts.warmup)
+  print(f"alone: compiled in {alone.compile_s:.1f} s", flush=True)
+  pops, build_s = {}, {}
+  for k in opts.ks:
+    started = time.perf_counter()
+    pop = build_population(config, k)
+    build_s[k] = time.perf_counter() - started
+    batches = [pop.device_batch([h]) for h in host]
+    pops[k] = _Prepared(pop.train_step, pop.state, batches, opts.warmup)
+    print(f"K={k}: compiled in {pops[k].compile_s:.1f} s", flush=True)
+  times = {"alone": [], **{k: [] for k in opts.ks}}
+  for r in range(opts.rounds):
+    times["alone"].append(alone.for_at_least(opts.seconds))
+    for k in opts.ks:
+      times[k].append(pops[k].for_at_least(opts.seconds))
+    timed = ", ".join(f"K={k} {1e3 * times[k][-1]:.2f} ms" for k in opts.ks)
+    alone_now = 1e3 * times["alone"][-1]
+    print(f"round {r + 1}/{opts.rounds}: alone {alone_now:.2f} ms, {timed}", flush=True)
+  alone_ms = 1e3 * statistics.median(times["alone"])
   rows = []
   for k in opts.ks:
-    timed, build_s = time_population(config, k, warmup=opts.warmup, iters=opts.iters)
+    ms = 1e3 * statistics.median(times[k])
+    per_round = [x / k / a for x, a in zip(times[k], times["alone"], strict=True)]
     row = {
       "k": k,
-      "population_ms": timed.b2b_ms,
-      "population_median_ms": timed.ms,
-      "member_step_ms": timed.b2b_ms / k,
-      "alone_ms": alone.b2b_ms,
-      "k_alone_ms": k * alone.b2b_ms,
-      "speedup": k * alone.b2b_ms / timed.b2b_ms,
-      "member_steps_s": 1e3 * k / timed.b2b_ms,
-      "compile_s": timed.compile_s,
-      "build_s": build_s,
-      "program_mib": None if timed.program_bytes is None else timed.program_bytes / MIB,
+      "population_ms": ms,
+      "member_step_ms": ms / k,
+      "alone_ms": alone_ms,
+      "k_alone_ms": k * alone_ms,
+      "speedup": k * alone_ms / ms,
+      "member_steps_s": 1e3 * k / ms,
+      "rounds_ms": [1e3 * x for x in times[k]],
+      "cost_ratio_range": [min(per_round), max(per_round)],  # Per round: K alone / population.
+      "compile_s": pops[k].compile_s,
+      "build_s": build_s[k],
+      "program_mib": None if pops[k].program_bytes is None else pops[k].program_bytes / MIB,
     }
     rows.append(row)
-    print(f"K={k}: {timed.b2b_ms:.2f} ms/step, speed-up {row['speedup']:.2f}x", flush=True)
+    print(f"K={k}: {ms:.2f} ms/step, speed-up {row['speedup']:.2f}x", flush=True)
   return {
     "what": "population member-steps against runs alone (benchmarks.bench_population)",
     "machine": header(),
@@ -138,8 +194,13 @@ def measure(opts) -> dict:
     "steps": opts.steps,
     "dtype": "float32",
     "warmup": opts.warmup,
-    "iters": opts.iters,
-    "alone": {"ms": alone.b2b_ms, "median_ms": alone.ms, "compile_s": alone.compile_s},
+    "rounds": opts.rounds,
+    "seconds": opts.seconds,
+    "alone": {
+      "ms": alone_ms,
+      "rounds_ms": [1e3 * x for x in times["alone"]],
+      "compile_s": alone.compile_s,
+    },  # fmt: skip
     "rows": rows,
   }
 
@@ -172,15 +233,17 @@ def table(doc: dict) -> str:
     f"{doc['dtype']}; {m['cpu']} ({m['cores']} cores, load {m['loadavg']}), {m['backend']}, "
     f"jax {m['jax']}, {m['date']}",
     "",
-    "| K | population ms | member-step ms | alone ms | K alone ms | speed-up | member-steps/s "
-    "| compile s | program MiB |",
-    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| K | population ms | member-step ms | alone ms | K alone ms | speed-up | per round "
+    "| member-steps/s | compile s | program MiB |",
+    "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
   ]
   for r in doc["rows"]:
     mib = "-" if r["program_mib"] is None else f"{r['program_mib']:,.1f}"
+    lo, hi = (1 / x for x in reversed(r["cost_ratio_range"]))
     lines.append(
       f"| {r['k']} | {r['population_ms']:.2f} | {r['member_step_ms']:.2f} | {r['alone_ms']:.2f} | "
-      f"{r['k_alone_ms']:.2f} | {r['speedup']:.2f}x | {r['member_steps_s']:,.1f} | "
+      f"{r['k_alone_ms']:.2f} | {r['speedup']:.2f}x | {lo:.2f}-{hi:.2f}x | "
+      f"{r['member_steps_s']:,.1f} | "
       f"{r['compile_s']:.1f} | {mib} |"
     )
   lines += [""] + [f"* {verdict(r)}" for r in doc["rows"]]
@@ -195,12 +258,13 @@ def parse_args(argv=None):
   p.add_argument("--steps", type=int, default=128)
   p.add_argument("--ks", default="", help="population sizes, comma-separated (1,2,4,8)")
   p.add_argument("--warmup", type=int, default=2)
-  p.add_argument("--iters", type=int, default=5)
+  p.add_argument("--rounds", type=int, default=5, help="timing rounds (medians over them)")
+  p.add_argument("--seconds", type=float, default=2.0, help="at least this long per timing")
   p.add_argument("--out", default="", help="also write the table's record (JSON) here")
   p.add_argument("--toy", action="store_true", help="batch 2 x 16 steps, K = 1, 2: seconds")
   opts = p.parse_args(argv)
   if opts.toy:
-    opts.batch, opts.steps = 2, 16
+    opts.batch, opts.steps, opts.rounds, opts.seconds = 2, 16, 1, 0.0
   opts.ks = [int(k) for k in (opts.ks or ("1,2" if opts.toy else "1,2,4,8")).split(",") if k]
   return opts
 

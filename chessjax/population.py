@@ -167,7 +167,8 @@ class Population:
   """The members' train states stacked on a leading axis and one jitted step for all of them
   (`chessjax.train.Runs`). The state: {"members": every member's train state (the structure of
   one run's, `chessjax.step.init_state`) stacked, "hparams": each member's optimizer numbers,
-  warmup and length where they differ, "active": whether each member still trains}."""
+  warmup and length where they differ}. A member that no longer trains is halted as the
+  non-finite guard halts one (`with_active`): its state stays as it is, at no extra cost."""
 
   length_axis = 2  # Of a stacked batch [K, B, T, ...]; 1 when the members share their batch.
 
@@ -188,11 +189,7 @@ class Population:
     self.shared_batch = len({s.seed for s in specs}) == 1  # One data order for all.
     if self.shared_batch:
       self.length_axis = 1
-    host = {
-      "members": jax.tree.map(lambda *xs: jnp.stack(xs), *states),
-      "hparams": _hparams(specs),
-      "active": np.ones(len(specs), bool),
-    }
+    host = {"members": jax.tree.map(lambda *xs: jnp.stack(xs), *states), "hparams": _hparams(specs)}
     del states
     self.state = sharding.put_replicated(host, mesh)
     state_sharding = jax.tree.map(lambda x: x.sharding, self.state)
@@ -204,6 +201,17 @@ class Population:
     self.train_step = jax.jit(
       partial(_population_step, member_step, None if self.shared_batch else 0),
       out_shardings=(state_sharding, replicated),
+      donate_argnums=0,
+    )
+    max_bad = spec.train.max_bad_batches
+    self._halt = jax.jit(
+      lambda members, active: {
+        **members,
+        "bad_in_a_row": jnp.where(
+          active, members["bad_in_a_row"], jnp.maximum(members["bad_in_a_row"], max_bad)
+        ),
+      },
+      out_shardings=state_sharding["members"],
       donate_argnums=0,
     )
     member_eval = partial(step.eval_step, graphdef, task)
@@ -258,7 +266,13 @@ class Population:
     return {**state, "members": stacked}
 
   def with_active(self, state: dict, active: list[bool]) -> dict:
-    return {**state, "active": sharding.put_replicated(np.asarray(active, bool), self.mesh)}
+    """The members not `active` halted: their counters set to the guard's limit, so the step
+    leaves them as they are (`chessjax.step.train_step`); members never train again once they
+    stop."""
+    if all(active):
+      return state
+    flags = sharding.put_replicated(np.asarray(active, bool), self.mesh)
+    return {**state, "members": self._halt(state["members"], flags)}
 
   def outputs(self, out: dict, i: int) -> dict:
     return {k: v[i] for k, v in out.items()}
@@ -313,15 +327,10 @@ def _member_step(graphdef, task, spec: TrainSpec, params0, hp, state, batch, *, 
 
 
 def _population_step(member_step, batch_axis, state, batch):
-  """Every member's step at once; a member no longer active keeps its state."""
+  """Every member's step at once (a halted member keeps its state, as in a run alone)."""
   members = state["members"]
   new, out = jax.vmap(member_step, in_axes=(0, 0, batch_axis))(state["hparams"], members, batch)
-  active = state["active"]
-
-  def keep(n, o):
-    return jnp.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o)
-
-  return {**state, "members": jax.tree.map(keep, new, members)}, out
+  return {**state, "members": new}, out
 
 
 def train_population(base: ml_collections.ConfigDict, root, members: list[str]) -> list[dict]:

@@ -340,7 +340,7 @@ class _Loop:
     active = [self.live(i) for i in range(len(rs))]  # As the device state has it.
     state = runs.with_active(state, active)
     self.prefetch = DevicePrefetch(self._produce, depth=PREFETCH_DEPTH, count=max(total - step, 0))
-    pending = collections.deque()  # (step, device outputs) not read yet.
+    pending = collections.deque()  # The outputs of the steps not read yet, oldest first.
     signal_name = ""
     with Preemption() as preemption:
       while step < total and any(active):
