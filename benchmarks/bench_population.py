@@ -218,12 +218,21 @@ def header() -> dict:
 
 
 def verdict(row: dict) -> str:
-  """Whether the population of K costs more than K runs one after another, in words."""
-  k, s = row["k"], row["speedup"]
+  """Whether the population of K costs more than K runs one after another, in words: more or less
+  where every round says so, else the same within this machine's noise."""
+  k, cost = row["k"], 1 / row["speedup"]
   runs = "1 run" if k == 1 else f"{k} runs"
-  if s >= 1:
-    return f"K={k}: the population costs less than {runs} one after another ({1 / s:.2f}x)"
-  return f"K={k}: the population costs MORE than {runs} one after another ({1 / s:.2f}x)"
+  lo, hi = row["cost_ratio_range"]
+  if lo > 1:
+    how = "costs MORE than"
+  elif hi < 1:
+    how = "costs less than"
+  else:
+    how = "costs the same, within this machine's noise, as"
+  return (
+    f"K={k}: the population {how} {runs} one after another (median {cost:.2f}x their time, "
+    f"per round {lo:.2f}-{hi:.2f}x)"
+  )
 
 
 def table(doc: dict) -> str:

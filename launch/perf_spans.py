@@ -288,6 +288,14 @@ def stage1_gpu_hours() -> str:
   return "\n".join(out)
 
 
+def population_cpu() -> str:
+  """A population's member-step against the run alone on the CPU
+  (docs/results/population_cpu.json, `benchmarks.bench_population`)."""
+  from benchmarks import bench_population
+
+  return bench_population.table(record("population_cpu")).strip()
+
+
 def _fits(rec: dict) -> str:
   longest = [r["seg64_gib"] for r in rec["rows"] if (r["batch"], r["steps"]) == (128, 1024)]
   return "within" if max(longest) * 2**30 < rec["h100_gib"] * 1e9 else "not within"
@@ -296,6 +304,7 @@ def _fits(rec: dict) -> str:
 def register(spans: dict) -> None:
   spans["perf:MIMO_MEMORY"] = mimo_memory
   spans["perf:STAGE1_GPU_HOURS"] = stage1_gpu_hours
+  spans["perf:POPULATION_CPU"] = population_cpu
   spans["perf:TIME_TO_TARGET"] = time_to_target
   spans["perf:FLOPS_TABLE"] = flops_table
   spans["perf:FLOPS_T"] = lambda: str(mean_steps())
