@@ -296,6 +296,24 @@ def population_cpu() -> str:
   return bench_population.table(record("population_cpu")).strip()
 
 
+def loop_cpu() -> str:
+  """The training loop against its step alone on the CPU (docs/results/loop_cpu.json)."""
+  rec = record("loop_cpu")
+  out = [
+    "| row | shape | step alone ms | loop ms/step | the loop's speed, % of the step's | input wait "
+    "% | host ms/step | timed steps |",
+    "|---|---|---:|---:|---:|---:|---:|---:|",
+  ]
+  for r in rec["rows"]:
+    e = r["extra"]
+    out.append(
+      f"| {r['name']} | {r['shape']} | {e['alone_b2b_ms']:.1f} | {e['loop_ms']:.1f} | "
+      f"{100 * e['efficiency']:.1f} | {100 * e['input_wait']:.2f} | {e['host_ms']:.1f} | "
+      f"{e['timed_steps']} |"
+    )
+  return "\n".join(out)
+
+
 def _fits(rec: dict) -> str:
   longest = [r["seg64_gib"] for r in rec["rows"] if (r["batch"], r["steps"]) == (128, 1024)]
   return "within" if max(longest) * 2**30 < rec["h100_gib"] * 1e9 else "not within"
@@ -305,6 +323,7 @@ def register(spans: dict) -> None:
   spans["perf:MIMO_MEMORY"] = mimo_memory
   spans["perf:STAGE1_GPU_HOURS"] = stage1_gpu_hours
   spans["perf:POPULATION_CPU"] = population_cpu
+  spans["perf:LOOP_CPU"] = loop_cpu
   spans["perf:TIME_TO_TARGET"] = time_to_target
   spans["perf:FLOPS_TABLE"] = flops_table
   spans["perf:FLOPS_T"] = lambda: str(mean_steps())
