@@ -72,44 +72,40 @@ limit, a 48-game sample) with XLA's quickest compile, seconds per row on one CPU
 runs it (tests/test_bench_device.py) so the check cannot rot before a device runs it.
 """
 
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import gc
+import json
+import math
 import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 
-# Before JAX starts its backend: the memory the device gives this process (see the docstring).
-os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.85")
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import dataclasses  # noqa: E402
-import datetime  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from benchmarks import bench_population  # noqa: E402
-from benchmarks.bench_train_step import (  # noqa: E402
+from benchmarks import bench_population
+from benchmarks.bench_train_step import (
   built_step,
   device_batches,
   random_batch,
   time_step,
   world_model_config,
 )
-from chessjax import compile as compile_lib  # noqa: E402
-from chessjax import flops, logs, memory, peaks, train  # noqa: E402
-from chessjax.models import model_config, registry  # noqa: E402
-from chessjax.ops import delta_rule, slice_scan, ssd  # noqa: E402
-from chessjax.ops.impl import RECURRENCES  # noqa: E402
-from configs import lm as lm_configs  # noqa: E402
+from chessjax import compile as compile_lib
+from chessjax import flops, logs, memory, peaks, train
+from chessjax.models import model_config, registry
+from chessjax.ops import delta_rule, slice_scan, ssd
+from chessjax.ops.impl import RECURRENCES
+from configs import lm as lm_configs
 
 STARTED = time.perf_counter()  # The budget counts from the process's start.
 REPO = Path(__file__).resolve().parents[1]
@@ -1006,4 +1002,7 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
+  # Before JAX starts its backend: the memory the device gives this process (see the docstring).
+  # Here, not at import: a process that imports the module (the tests) keeps its own setting.
+  os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.85")
   main()

@@ -8,6 +8,7 @@ would read. A checkpoint that exists but cannot be read (corrupt or partial file
 a warning in favour of the one before it.
 """
 
+import hashlib
 import logging
 
 import jax
@@ -30,8 +31,11 @@ class Checkpointer:
         max_to_keep=max_to_keep,
         create=True,
         # Several processes agree through barriers named after the step; a run saves `best`
-        # and `checkpoints` at the same step, so each manager needs barrier names of its own.
-        multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=subdir),
+        # and `checkpoints` at the same step, and a population's members all save at one step,
+        # so each manager needs barrier names of its own (the same in every process).
+        multiprocessing_options=ocp.options.MultiprocessingOptions(
+          barrier_sync_key_prefix=_barrier_prefix(self.directory)
+        ),
       ),
       item_names=("state", "data"),
     )
@@ -82,6 +86,13 @@ class Checkpointer:
   def close(self) -> None:
     self.manager.wait_until_finished()
     self.manager.close()
+
+
+def _barrier_prefix(directory) -> str:
+  """A name of a checkpoint directory's own for orbax's barriers: its last part and a hash of its
+  whole path (every process names the directory alike)."""
+  digest = hashlib.sha256(str(directory).encode()).hexdigest()[:12]
+  return f"{as_path(directory).name}_{digest}"
 
 
 def abstract_like(tree):

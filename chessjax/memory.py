@@ -23,7 +23,11 @@ REMEDY = (
 
 
 class StepTooLarge(MemoryError):
-  """A train step needs more memory than the machine has."""
+  """A train step needs more memory than the machine has (`needed` and `limit`, in bytes)."""
+
+  def __init__(self, message: str, *, needed: int = 0, limit: int = 0):
+    super().__init__(message)
+    self.needed, self.limit = needed, limit
 
 
 def program_bytes(compiled) -> int | None:
@@ -103,5 +107,7 @@ def check(needed: int | None, limit: int | None, what: str, *, hint: str = "") -
     f"{what} needs about {gib(needed)} of memory, more than the {gib(limit)} available."
     + hint
     + " Otherwise "
-    + REMEDY
+    + REMEDY,
+    needed=needed,
+    limit=limit,
   )

@@ -140,7 +140,10 @@ def train_step(
   updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   params = optax.apply_updates(state["params"], updates)
 
-  batch_ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+  # A halted state keeps its parameters and optimizer state as a skipped batch does (the same
+  # selects: no extra pass over the state), and its scalars as they are.
+  halted = state["bad_in_a_row"] >= max_bad_batches
+  batch_ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & ~halted
   params_ok = _all_finite(params)
   keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(batch_ok, n, o), new, old)  # noqa: E731
   params, opt_state = keep(params, state["params"]), keep(opt_state, state["opt_state"])
@@ -149,23 +152,22 @@ def train_step(
   back = lambda cur, old: jax.tree.map(lambda c, o: jnp.where(rollback, o, c), cur, old)  # noqa: E731
   params, opt_state = back(params, snap["params"]), back(opt_state, snap["opt_state"])
   step = state["step"] + 1
-  take = (step % snapshot_every) == 0
+  take = ((step % snapshot_every) == 0) & ~halted
   snap = jax.tree.map(
     lambda c, o: jnp.where(take, c, o), {"params": params, "opt_state": opt_state}, snap
   )
   bad = ~batch_ok | rollback
-  new_state = {
+  scalars = {
     "step": step,
-    "params": params,
-    "model_state": model_state,
-    "opt_state": opt_state,
-    "snapshot": snap,
+    "model_state": model_state,  # The dropout RNG's keys and counters: a few scalars.
     "bad_in_a_row": jnp.where(bad, state["bad_in_a_row"] + 1, 0),
     "bad_batches": state["bad_batches"] + bad,
     "rollbacks": state["rollbacks"] + rollback,
   }
-  halted = state["bad_in_a_row"] >= max_bad_batches
-  new_state = jax.tree.map(lambda n, o: jnp.where(halted, o, n), new_state, state)
+  scalars = jax.tree.map(
+    lambda n, o: jnp.where(halted, o, n), scalars, {k: state[k] for k in scalars}
+  )
+  new_state = {**scalars, "params": params, "opt_state": opt_state, "snapshot": snap}
   # The host reads these later, after further steps have donated `new_state`: they must not be
   # the state's buffers (XLA may hand back one buffer for two equal outputs), hence float.
   out = {

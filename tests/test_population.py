@@ -150,6 +150,32 @@ def test_a_resumed_population_is_bit_exact(small_dataset, trained, monkeypatch):
   assert summaries[3]["aborted"]
 
 
+def test_a_member_continues_alone(trained, tmp_path):
+  """A member's workdir is a run's: `chessjax.main`'s loop resumes it from its last checkpoint
+  (here asked for two more steps)."""
+  import shutil
+
+  work = tmp_path / "seed"
+  shutil.copytree(trained["pop"] / "seed", work)
+  config = workdir.read_config(work)
+  config.train.steps = STEPS + 2
+  summary = train.train_and_evaluate(config, work)
+  assert summary["resumed_from"] == STEPS and summary["steps"] == STEPS + 2
+
+
+def test_a_population_that_does_not_fit_is_refused_before_step_1(small_dataset, tmp_path):
+  """The memory check counts the members: under a limit that one member's share fits but all
+  four do not, the population stops before its first step, naming the largest that fits."""
+  base = cwm_config(small_dataset)
+  base.train.memory_limit_gb = 1e-6
+  with pytest.raises(memory.StepTooLarge, match="needs about") as tiny:
+    population.train_population(base, tmp_path / "tiny", MEMBERS)
+  base.train.memory_limit_gb = 0.6 * tiny.value.needed / 2**30  # 2.4 members' worth.
+  with pytest.raises(memory.StepTooLarge, match="At most 2 members of this population fit"):
+    population.train_population(base, tmp_path / "refused", MEMBERS)
+  assert not list((tmp_path / "refused").glob("*/checkpoints/*"))  # No step ran.
+
+
 def test_member_workdirs_read_as_runs(small_dataset, trained, capsys):
   member = trained["pop"] / "lr"
   assert evaluate.main(["--workdir", str(member), "--data", f"t={small_dataset}:test",

@@ -363,11 +363,13 @@ def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
   progress = [x for x in lines if "tok/s" in x and "eta" in x]
   assert [x.split()[1] for x in progress] == [f"{s}/6" for s in range(1, 7)], lines
   assert all("loss" in x for x in progress[train.IN_FLIGHT :]), lines
+  assert "input wait" in lines[-1] and "ms/step" in lines[-1], lines  # The log line's waits.
   events = EventAccumulator(str(tmp_path / "p" / "tb"))
   events.Reload()
   tags = events.Tags()
   assert {"train/loss", "train/tokens_per_s", "train/mfu", "validation/exact_state"} <= set(
     tags["scalars"]
   )
+  assert {"train/input_wait_fraction", "train/host_ms_per_step"} <= set(tags["scalars"])
   assert "validation/prefix_bins" in tags["images"]
   assert [e.step for e in events.Scalars("train/loss")] == [6]
