@@ -210,6 +210,7 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
 # The modules whose tests take longest in `make test`'s durations, longest first.
 LONGEST_MODULES = (
   "test_multiprocess",
+  "test_population",
   "test_train",
   "test_lm_learns",
   "test_termination_atomic",
@@ -217,6 +218,7 @@ LONGEST_MODULES = (
   "test_report",
   "test_lm_linear_probe",
   "test_reformer",
+  "test_bench_device",
   "test_micro_batches",
   "test_encoding",
   "test_lm_task",
