@@ -82,16 +82,6 @@ def loss_and_grads(config, batch, n, **train_keys):
   return jax.device_get(fn(state["params"], state["model_state"], device))
 
 
-def assert_same_step(a, b, *, rtol, atol):
-  (params_a, out_a), (params_b, out_b) = a, b
-  np.testing.assert_allclose(out_a["loss"], out_b["loss"], rtol=rtol)
-  np.testing.assert_allclose(out_a["grad_norm"], out_b["grad_norm"], rtol=rtol)
-  leaves_a, leaves_b = jax.tree.leaves(params_a), jax.tree.leaves(params_b)
-  assert len(leaves_a) == len(leaves_b) > 0
-  for x, y in zip(leaves_a, leaves_b, strict=True):
-    np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["world_model", "lm"])
 def test_micro_batches_make_the_full_batch_step(task):
@@ -120,9 +110,10 @@ def test_micro_batches_make_the_full_batch_step(task):
 def test_remat_recomputes_the_same_step_dropout_included():
   """The backward pass recomputes the forward one, dropout masks included: the same loss and
   gradients up to float32 rounding (another mask would move them by percents). After Adam the
-  parameters agree to 1% of the learning rate: Adam divides each update by its gradient's own
-  scale, so rounding in a near-zero gradient (XLA fuses the recomputed forward differently) moves
-  that parameter by up to a few thousandths of the learning rate."""
+  parameters agree to a thousandth of the learning rate wherever Adam's first step is well
+  conditioned: its update lr * g / (|g| + eps) turns a rounding in a gradient within a hundred
+  eps of zero (XLA fuses the recomputed forward differently) into a change of up to a percent of
+  the learning rate (measured 1.1%, at a gradient of 3e-8); there the two agree to one step."""
   config, batch = lm_config_tiny(dropout=0.1), lm_batch(np.random.default_rng(1))
   (loss, grads), (remat_loss, remat_grads) = (
     loss_and_grads(config, batch, 1, remat=remat) for remat in (False, True)
@@ -130,9 +121,20 @@ def test_remat_recomputes_the_same_step_dropout_included():
   np.testing.assert_allclose(remat_loss, loss, rtol=1e-6)
   for g, f in zip(jax.tree.leaves(remat_grads), jax.tree.leaves(grads), strict=True):
     np.testing.assert_allclose(g, f, rtol=1e-5, atol=1e-6 * max(np.abs(f).max(), 1e-12))
-  plain = one_step(config, batch)
-  remat = one_step(config, batch, remat=True)
-  assert_same_step(plain, remat, rtol=1e-6, atol=1e-2 * config.optim.lr)
+  (params, out), (remat_params, remat_out) = (
+    one_step(config, batch, remat=remat) for remat in (False, True)
+  )
+  np.testing.assert_allclose(remat_out["loss"], out["loss"], rtol=1e-6)
+  np.testing.assert_allclose(remat_out["grad_norm"], out["grad_norm"], rtol=1e-6)
+  lr, conditioned = config.optim.lr, 100 * config.optim.eps
+  leaves = zip(
+    jax.tree.leaves(remat_params), jax.tree.leaves(params), jax.tree.leaves(grads), strict=True
+  )
+  for x, y, g in leaves:
+    well = np.abs(g) > conditioned
+    assert well.any()
+    np.testing.assert_allclose(x[well], y[well], rtol=1e-6, atol=1e-3 * lr)
+    np.testing.assert_allclose(x, y, rtol=0, atol=lr)
   # Both together, dropout on (the memory-saving setting of a large LM): a finite step.
   _, out = one_step(config, batch, remat=True, micro_batches=2)
   assert np.isfinite(out["loss"]) and np.isfinite(out["grad_norm"])

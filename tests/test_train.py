@@ -362,7 +362,7 @@ def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
   progress = [x for x in lines if "tok/s" in x and "eta" in x]
   assert [x.split()[1] for x in progress] == [f"{s}/6" for s in range(1, 7)], lines
   assert all("loss" in x for x in progress[train.IN_FLIGHT :]), lines
-  assert "input wait" in lines[-1] and "ms/step" in lines[-1], lines  # The log line's waits.
+  assert "input wait" in progress[-1] and "ms/step" in progress[-1], lines  # The log line's waits.
   events = EventAccumulator(str(tmp_path / "p" / "tb"))
   events.Reload()
   tags = events.Tags()
