@@ -59,6 +59,23 @@ if "CHESSJAX_TEST_XLA_FLAGS" not in os.environ:  # pytest-xdist workers inherit 
   os.environ["CHESSJAX_TEST_XLA_FLAGS"] = flag
   os.environ["XLA_FLAGS"] = _with_flag(os.environ.get("XLA_FLAGS", ""), flag)
 
+
+def _one_core_per_worker() -> None:
+  """Under `pytest -n N` on N cores, pins pytest-xdist worker K (and the subprocesses it starts)
+  to core K, before JAX sizes its thread pools: two workers whose XLA runtimes each spread over
+  both cores contend for them, and pinned ones do the same work in about a tenth less time (two
+  test modules side by side, 2 Intel Xeon vCPUs, 2026-11-27)."""
+  worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+  workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+  if not (worker.startswith("gw") and hasattr(os, "sched_setaffinity")):
+    return
+  cores = sorted(os.sched_getaffinity(0))
+  if workers == len(cores) > 1:
+    os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
+
+
+_one_core_per_worker()
+
 import chess.pgn  # noqa: E402
 import jax  # noqa: E402
 import pytest  # noqa: E402

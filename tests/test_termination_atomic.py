@@ -64,10 +64,10 @@ def test_atomic_game_end_matches_python_chess_long():
   stats = Stats()
   _atomic_walks(
     stats,
-    random_games=range(QUICK_GAMES, 300),
-    long_walks=range(QUICK_WALKS, 30),
-    crafted_repeats=8,
+    random_games=range(QUICK_GAMES, 170),
+    long_walks=range(QUICK_WALKS, 18),
+    crafted_repeats=4,
   )
-  assert stats.plies > 40_000
+  assert stats.plies > 20_000
   assert set(stats.terminations) >= ATOMIC_TERMINATIONS, stats.terminations
   assert stats.fifty_lookahead > 0
