@@ -4,6 +4,7 @@ notation (from chessjax/lm/paper_results.json), and the RAP table's ratios and r
 import json
 
 from benchmarks import bench_lm_train_s as bench
+from chessjax.workdir import SUMMARY
 
 
 def _result(notation: str, dev: float) -> dict:
@@ -30,7 +31,7 @@ def test_tables_take_each_runs_own_paper_row(tmp_path):
   names = {"gpt2-uci": "uci", "gpt2-rap": "rap", "gpt2w50-uci": "uci", "gdn-rap": "rap"}
   for name in names:
     (tmp_path / "runs" / name).mkdir(parents=True)
-    (tmp_path / "runs" / name / "train_summary.json").write_text(json.dumps({"params": 868736}))
+    (tmp_path / "runs" / name / SUMMARY).write_text(json.dumps({"params": 868736}))
   results = {name: _result(n, 100.0 + i) for i, (name, n) in enumerate(names.items())}
   text = bench.tables(results, tmp_path)
   assert "| gpt2-uci | 868,736 | 750 | 100.00 / 23.6 | 101.00 / 23.6 |" in text

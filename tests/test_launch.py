@@ -19,6 +19,7 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
+from chessjax.workdir import SUMMARY
 from chessjax.world_model.grid import FINAL, SIZES
 from configs import cwm  # Not installed: the repository root is on pytest's pythonpath.
 from launch import lm_sweep, sweep
@@ -875,14 +876,14 @@ def test_collect_then_stage2(capsys, tmp_path):
     steps = config.train.steps if i != 5 else 100  # Run 5 is unfinished.
     summary = {"steps": steps, "validation": {"loss": 1.0 + abs(i - 7) / 100}}
     if i != 6:  # Run 6 crashed before writing a summary.
-      (workdir / "train_summary.json").write_text(json.dumps(summary))
+      (workdir / SUMMARY).write_text(json.dumps(summary))
   rc, text, err = sweep_out(capsys, "--collect", str(root / "stage1"))
   assert rc == 0, err
   rows = list(csv.DictReader(text.splitlines()))
   assert len(rows) == 35 and list(rows[0])[:7] == list(sweep.RESULT_COLUMNS)
   assert list(rows[0])[-1] == "workdir"
   assert [r["finished"] for r in rows].count("False") == 1  # Run 5, kept with its health.
-  assert "unfinished (100/77736 steps)" in err and "no train_summary.json" in err
+  assert "unfinished (100/77736 steps)" in err and f"no {SUMMARY}" in err
   results = write_results(tmp_path / "stage1.csv", rows, "csv")
   rc, text, _ = sweep_out(capsys, "--stage", "2", "--results", str(results), "--format", "json")
   best = jobs[7]["overrides"]  # The lowest loss.
@@ -913,7 +914,7 @@ def fake_run(root: Path, job: dict, *, loss: float, aborted=False, rollbacks=0, 
     "aborted": aborted,
     "validation": {"loss": loss, "exact_state": 0.5, "groups": {"pieces": 0.9}},
   }
-  (workdir / "train_summary.json").write_text(json.dumps(summary))
+  (workdir / SUMMARY).write_text(json.dumps(summary))
 
 
 def test_collect_keeps_every_validation_metric_and_health(capsys, tmp_path):

@@ -31,6 +31,7 @@ from etils.epath import backend, gpath, register
 from chessjax import checkpointing, files, logs, train, workdir
 from chessjax.data import pipeline, read_manifest
 from chessjax.data.source import shard_paths
+from chessjax.workdir import SUMMARY
 from configs import cwm
 
 
@@ -140,7 +141,7 @@ def test_training_to_a_url_workdir(memory_scheme, small_dataset, tmp_path, monke
 
   mem = fsspec.filesystem("memory")
   assert json.loads(mem.cat(f"{url}/config.json")) == json.loads(train.config_json(config))
-  assert json.loads(mem.cat(f"{url}/train_summary.json"))["steps"] == 4
+  assert json.loads(mem.cat(f"{url}/{SUMMARY}"))["steps"] == 4
   (event_file,) = mem.glob(f"{url}/tb/events.out.tfevents.*")
   assert mem.size(event_file) > 100
   assert not mem.exists(f"{url}/checkpoints")

@@ -11,6 +11,7 @@ import pytest
 from chessjax.atomic import pickers, prompts
 from chessjax.atomic.lm_picker import LMPicker
 from chessjax.lm import tokens as tk
+from chessjax.workdir import SUMMARY
 
 pytestmark = pytest.mark.slow  # a trained GPT-2 tiny (`trained_lm`, shared by the LM tests)
 
@@ -48,7 +49,7 @@ def _reference_log_prob(picker, history, move) -> float:
 def test_plays_the_legal_move_it_rates_most_likely(workdir, tmp_path):
   picker = LMPicker(workdir)
   # The picker plays the run's best checkpoint (WORKDIR/best, as evaluation does) and says so.
-  best = json.loads((workdir / "train_summary.json").read_text())["best_step"]
+  best = json.loads((workdir / SUMMARY).read_text())["best_step"]
   assert picker.name.startswith("LM gpt2 tiny uci") and f"step {best})" in picker.name
   history = _random_games(1, 9, seed=5)[0]
   board = chess.Board()

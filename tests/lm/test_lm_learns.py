@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from chessjax.lm import evaluate
+from chessjax.workdir import SUMMARY
 
 
 @pytest.mark.slow
@@ -16,7 +17,7 @@ def test_a_tiny_lm_beats_the_random_legal_baseline(trained_lm, lm_sample, tmp_pa
   (conftest.py). On 100 End-Actual prompts of 8-20 plies from games it never saw, its top-1
   ending square is the one played more often than the random-legal baseline's mean 1/R: measured
   44 and 43 against 31 (seeds 0 and 1)."""
-  summary = json.loads((trained_lm / "train_summary.json").read_text())
+  summary = json.loads((trained_lm / SUMMARY).read_text())
   assert summary["steps"] == 174
 
   run = tmp_path / "run"

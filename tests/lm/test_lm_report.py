@@ -17,6 +17,7 @@ import pytest
 from chessjax.data import source
 from chessjax.lm import evaluate, probing, report
 from chessjax.lm import tokens as tk
+from chessjax.workdir import SUMMARY
 
 VOCAB = tk.Vocab.default()
 PAPER = report.paper_results()
@@ -222,7 +223,7 @@ def test_every_number_is_its_runs_own(lm_runs):
   assert [r["workdir"] for r in doc["runs"]] == [rap, uci]
   for run in doc["runs"]:
     config, _, _ = _files(run["workdir"])
-    summary = json.loads((Path(run["workdir"]) / "train_summary.json").read_text())
+    summary = json.loads((Path(run["workdir"]) / SUMMARY).read_text())
     assert (run["steps"], run["params"]) == (summary["steps"], summary["params"])
     assert (run["model"], run["size"], run["train"]) == (
       config["family"],

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from chessjax.workdir import SUMMARY
 from chessjax.world_model import report
 
 PAPER = report.paper_results()
@@ -44,7 +45,7 @@ def _workdir(root: Path, name, family, size, *, schedule, lr, floor=0.1, loss, e
     "validation": {"loss": loss, "exact_state": 0.125, "labelwise": 0.75, "trajectory": 0.0625},
   }
   (w / "config.json").write_text(json.dumps(config))
-  (w / "train_summary.json").write_text(json.dumps(summary))
+  (w / SUMMARY).write_text(json.dumps(summary))
   for split, r in (evals or {}).items():
     (w / "eval" / f"{split}.json").write_text(json.dumps(r))
   return w
@@ -171,7 +172,7 @@ def test_report_from_fake_runs(tmp_path):
   assert t4["slice"]["params_source"] == "registry" and t4["slice"]["params_m"] > 3
   assert (t4["my_lab.mixer"]["params_m"], t4["my_lab.mixer"]["params_source"]) == (
     1.234567,
-    "train_summary.json",
+    SUMMARY,
   )
   # Tables 10 and 11: the variant's random split and the prefix bins.
   (t10,) = _rows(doc, "table10")
@@ -219,7 +220,7 @@ def test_reproduce_mini_end_to_end(tmp_path):
         assert all(row[c] is None for c in table["columns"] if c != "params_m")
         continue
       w = Path(row["workdir"])
-      summary = json.loads((w / "train_summary.json").read_text())
+      summary = json.loads((w / SUMMARY).read_text())
       source = json.loads((w / row["eval_file"]).read_text()) if row.get("eval_file") else None
       for c in table["columns"]:
         v = row[c]
