@@ -17,6 +17,11 @@
   against 2.6 s, Gated DeltaNet's 1.4 s against 5.2 s) and run them about a third slower;
   `make test`'s pytest from a fresh clone took 7 min 37 s with it against 10 min 12 s without
   (2 AMD EPYC vCPUs, 2026-11-27). Tests compare implementations; the golden files hold either way.
+* One core per pytest-xdist worker under `-n N` on N cores (`_one_core_per_worker`), and Python's
+  garbage collector at higher thresholds: both cut CPU time, not checks. With them and the long
+  termination walks at half their plies, pytest from an empty compilation cache took 12 min 32 s
+  against 15 min 57 s an hour before on the same machine (2 Intel Xeon vCPUs, 2026-11-27; that
+  shared machine's speed varies by a third within a day: docs/performance.md).
 * Session-scoped data: the bundled real-game sample read once, one small prepared dataset, and
   the language-model tests' data and trained GPT-2 tiny (`lm_sample`, `trained_lm`), each made
   once per run for all pytest-xdist workers (`built_once`).
