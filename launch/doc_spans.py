@@ -325,6 +325,25 @@ def reproduce_time() -> str:
   return f"{minutes} min {seconds} s"
 
 
+@span("rm:RERUN")
+def reproduce_reruns() -> str:
+  """Each later run of the command against the record's own: whether its Table 8 and selection
+  are the same, computed here."""
+  rec = record("reproduce_mini")
+  out = []
+  for run in rec.get("reruns", []):
+    parts = (("table8", "Table 8"), ("selection", "selection"))
+    differ = [label for key, label in parts if run[key] != rec[key]]
+    verdict = f"a different {' and '.join(differ)}" if differ else "the same Table 8 and selection"
+    minutes, seconds = divmod(run["wall_s"], 60)
+    out.append(
+      f"Run again at commit {run['commit']} ({run['date']}), its cells trained as populations "
+      f"({run['commands']} commands), on {run['machine']}: {verdict} to the printed digit, in "
+      f"{minutes} min {seconds} s."
+    )
+  return " ".join(out)
+
+
 # ------------------------------------------------------------------------------------------------
 # docs/claims.md
 
