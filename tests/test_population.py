@@ -1,9 +1,9 @@
 """Populations (`chessjax.population`): K runs in one compiled step, each member the run alone.
 
-One population of Gated DeltaNet (no dropout) is trained once for the module: a base member, one
-with another learning rate, one with another seed (its own data order, its batches padded to the
-longer ones at the steps where the two orders fall in different length buckets) and one whose
-learning rate diverges. Its members are compared with the same configs trained alone by
+One population of the smoke family, its dropout off, is trained once for the module: a base
+member, one with another learning rate, one with another seed (its own data order, its batches
+padded to the longer ones at the steps where the two orders fall in different length buckets) and
+one whose learning rate diverges. Its members are compared with the same configs trained alone by
 `chessjax.train`, its resume with an uninterrupted run, and its workdirs are read by the
 evaluators, the sweep's collect and the selection rule as any run's.
 """
@@ -28,13 +28,14 @@ from launch import sweep
 
 pytestmark = pytest.mark.slow
 
-FAMILY = "gated_deltanet"  # No dropout: a padded member still equals its run alone.
+FAMILY = SMOKE_FAMILY  # Its dropout off (`cwm_config`): a padded member still equals its run alone.
 STEPS = 6
 MEMBERS = ["base", "lr:optim.lr=3e-4,optim.warmup_steps=2", "seed:seed=1", "bad:optim.lr=1e38"]
 
 
-def cwm_config(dataset, family=FAMILY):
-  c = cwm.get_config(f"family={family},size=d128,smoke=True")
+def cwm_config(dataset):
+  c = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
+  c.model.dropout = 0.0
   c.data.train = str(dataset)
   c.train.update(steps=STEPS, log_every=3, eval_every=STEPS, checkpoint_every=3, eval_batches=1)
   c.train.update(max_bad_batches=2, snapshot_every=2, compile_ahead="false")
@@ -49,8 +50,8 @@ def params(run_dir, which="latest") -> list[np.ndarray]:
 def assert_close(a: list, b: list) -> None:
   """The parameters as one vector within 1e-4 of the other's norm, and every parameter within
   1e-4: a member's step is vmapped, so XLA sums in another order, and Adam, dividing each update
-  by its gradient's own scale, turns those last bits in a near-zero gradient (attention's key
-  bias has none) into differences of a fraction of the learning rate in a few parameters."""
+  by its gradient's own scale, turns those last bits in a near-zero gradient into differences
+  of a fraction of the learning rate in a few parameters."""
   assert len(a) == len(b) > 0
   x, y = (np.concatenate([p.ravel() for p in ps]) for ps in (a, b))
   assert np.linalg.norm(x - y) <= 1e-4 * np.linalg.norm(y), np.linalg.norm(x - y) / np.linalg.norm(
@@ -189,7 +190,8 @@ def test_keys_that_change_the_program_are_refused(small_dataset, tmp_path):
     population.train_population(base, tmp_path / "refused", ["a", "a:seed=2"])
   with pytest.raises(ValueError, match="is not KEY=VALUE"):
     population.parse_member("a:seed")
-  other = cwm_config(small_dataset, family=SMOKE_FAMILY)
+  other = base.copy_and_resolve_references()
+  other.family = "gated_deltanet"
   with pytest.raises(ValueError, match="differ in family"):
     population.check_members([("a", base), ("b", other)])
   assert not (tmp_path / "refused").exists()  # Refused before anything was written.
