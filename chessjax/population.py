@@ -26,7 +26,7 @@ adds its own.
   Members with different seeds read different batches; a step pads them to the longest of its
   batches (the task's own padding, masked out). Where the model draws dropout, a padded draw is
   not the run alone's draw: such a member differs from its run alone as two dropout draws do
-  (docs/performance.md measures how much).
+  (docs/world_model.md measures how much).
 * Health per member: the non-finite guard stops a diverging member (its state frozen where it
   failed, its summary aborted, with why); early stopping per member; the others go on unchanged.
   The population ends when every member has; the command exits with status 1 when a member was
