@@ -205,15 +205,26 @@ def build_model(spec: TrainSpec, task: Task) -> nnx.Module:
   )
 
 
-def build(spec: TrainSpec, task: Task, *, devices=None):
+def build(spec: TrainSpec, task: Task, *, devices=None, abstract: bool = False):
   """Model, initial train state and jitted steps (`StepFns`) of a spec, data parallel over
-  `devices` (default: every device of every process)."""
-  model = build_model(spec, task)
+  `devices` (default: every device of every process). `abstract`: the model and state as shapes
+  only (`jax.ShapeDtypeStruct`s with their shardings; nothing initialised), the template a
+  checkpoint is restored into."""
+  if abstract:
+    model = nnx.eval_shape(lambda: build_model(spec, task))
+  else:
+    model = build_model(spec, task)
   graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
   tx = optim.make_optimizer(spec.optim, spec.lr_at, params)
   mesh = sharding.make_mesh(devices)
   replicated = sharding.replicated(mesh)
-  state = sharding.put_replicated(init_state(params, model_state, tx), mesh)
+  if abstract:
+    shapes = jax.eval_shape(lambda p, s: init_state(p, s, tx), params, model_state)
+    state = jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes
+    )
+  else:
+    state = sharding.put_replicated(init_state(params, model_state, tx), mesh)
   state_sharding = jax.tree.map(lambda x: x.sharding, state)
   fns = StepFns(
     task=task,

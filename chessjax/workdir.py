@@ -25,7 +25,7 @@ from pathlib import Path
 import jax
 import ml_collections
 
-from chessjax.checkpointing import Checkpointer, abstract_like
+from chessjax.checkpointing import Checkpointer
 from chessjax.data.source import parse_data_arg
 from chessjax.files import as_path, write_json
 from chessjax.spec import TrainSpec
@@ -77,13 +77,13 @@ def restore(workdir, which: str | None = None, *, step: int | None = None) -> Re
     raise ValueError(f"which must be 'latest' or 'best', got {which!r}")
   config = read_config(workdir)
   spec = TrainSpec.from_config(config)
-  _, state, fns = build(spec, get_task(config))
+  _, template, fns = build(spec, get_task(config), abstract=True)
   ckpt = Checkpointer(workdir, subdir="checkpoints" if which == "latest" else "best")
   try:
     if step is None:
-      restored = ckpt.restore_latest(abstract_like(state))
+      restored = ckpt.restore_latest(template)
     elif step in ckpt.steps():
-      restored = (step, *ckpt.restore(step, abstract_like(state)))
+      restored = (step, *ckpt.restore(step, template))
     else:
       raise FileNotFoundError(f"{workdir} has no checkpoint at step {step}: {ckpt.steps()}")
   finally:

@@ -26,18 +26,21 @@ STEPS, CHECKPOINT_EVERY = 4, 2
 WM_OVERRIDES = (
   f"--config.train.steps={STEPS}",
   f"--config.train.checkpoint_every={CHECKPOINT_EVERY}",
-  f"--config.train.eval_every={STEPS}",
   f"--config.train.log_every={CHECKPOINT_EVERY}",
   "--config.train.compile_ahead=false",
 )
+# Validation at the end of the reference runs only (`runs`, compared by the parity and read by
+# the evaluations); the runs compared with them by their parameters skip it.
+VALIDATED, UNVALIDATED = f"--config.train.eval_every={STEPS}", "--config.train.eval_every=1000"
 
 
-def wm_train(dataset, work, *overrides):
+def wm_train(dataset, work, *overrides, validate=False):
   return [
     "-m", "chessjax.main",
     f"--config={REPO / 'configs' / 'cwm.py'}:family={FAMILY},size=d128,smoke=True",
     f"--workdir={work}", f"--config.data.train={dataset}", "--config.data.max_len=32",
-    "--config.data.bucket_lengths=(32,)", *WM_OVERRIDES, *overrides,
+    "--config.data.bucket_lengths=(32,)", *WM_OVERRIDES, VALIDATED if validate else UNVALIDATED,
+    *overrides,
   ]  # fmt: skip
 
 
@@ -75,8 +78,10 @@ def drop_checkpoints_after(work, step: int) -> None:
 def runs(small_dataset, tmp_path_factory):
   """The world-model smoke training as 2 processes x 2 devices and as 1 process x 4 devices."""
   root = tmp_path_factory.mktemp("multiprocess")
-  two = run(wm_train(small_dataset, root / "two"), root, tag="two")
-  one = run(wm_train(small_dataset, root / "one"), root, processes=1, devices=4, tag="one")
+  two = run(wm_train(small_dataset, root / "two", validate=True), root, tag="two")
+  one = run(
+    wm_train(small_dataset, root / "one", validate=True), root, processes=1, devices=4, tag="one"
+  )
   return {"root": root, "two": root / "two", "one": root / "one", "logs2": two, "logs1": one}
 
 

@@ -35,10 +35,15 @@ def dataset(small_dataset):
   return small_dataset
 
 
+# Games cut to their first 31 moves (START + 31): one training shape, one compilation, and steps
+# a quarter of the smoke config's 128 (what these tests check does not depend on the length).
+LENGTH = 32
+
+
 def smoke_config(dataset, family=FAMILY, **train_overrides):
   config = cwm.get_config(f"family={family},size=d128,smoke=True")
   config.data.train = str(dataset)
-  config.data.bucket_lengths = (128,)  # One shape: one compilation.
+  config.data.max_len, config.data.bucket_lengths = LENGTH, (LENGTH,)
   for k, v in train_overrides.items():
     setattr(config.train, k, v)
   return config
@@ -55,8 +60,8 @@ def main_cmd(dataset, workdir, *overrides):
   return [
     sys.executable, "-m", "chessjax.main",
     f"--config={REPO / 'configs' / 'cwm.py'}:family={FAMILY},size=d128,smoke=True",
-    f"--workdir={workdir}", f"--config.data.train={dataset}", "--config.data.bucket_lengths=(128,)",
-    *overrides,
+    f"--workdir={workdir}", f"--config.data.train={dataset}", f"--config.data.max_len={LENGTH}",
+    f"--config.data.bucket_lengths=({LENGTH},)", *overrides,
   ]  # fmt: skip
 
 
@@ -220,7 +225,13 @@ def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
   _, state, fns = build(TrainSpec.from_config(config), get_task(config))
   it = pipeline.make_batches(
-    str(dataset), "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
+    str(dataset),
+    "train",
+    GameRows(),
+    batch_size=8,
+    seed=0,
+    bucket_lengths=(LENGTH,),
+    max_len=LENGTH,
   )
   batch = evaluation.device_batch(next(it), fns)
   state, out = fns.train_step(state, batch)
@@ -245,12 +256,16 @@ def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
 
 def run_losses(dataset, devices, steps=3) -> list[float]:
   """Per-step losses of `steps` training steps, data parallel over `devices`."""
-  c = cwm.get_config(f"family={FAMILY},size=d128,smoke=True")
-  c.data.train, c.data.bucket_lengths = str(dataset), (128,)
-  c.train.steps = 8  # The schedule of the 8-step runs above: one device reuses their program.
+  c = smoke_config(dataset, steps=8)  # The 8-step runs' schedule: one device reuses their program.
   _, state, fns = build(TrainSpec.from_config(c), get_task(c), devices=devices)
   it = pipeline.make_batches(
-    c.data.train, "train", GameRows(), batch_size=8, seed=0, bucket_lengths=(128,), max_len=128
+    c.data.train,
+    "train",
+    GameRows(),
+    batch_size=8,
+    seed=0,
+    bucket_lengths=(LENGTH,),
+    max_len=LENGTH,
   )
   losses = []
   for _ in range(steps):

@@ -124,9 +124,9 @@ def test_early_stopping_keeps_the_best_checkpoint(small_dataset, tmp_path):
   scripted.CALLS[0] = 0
   config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.task = "tasks.scripted"
-  config.data.train, config.data.bucket_lengths = str(small_dataset), (128,)
-  # 8 steps (stopped at 6): the train step of tests/test_train.py's 8-step smoke runs, whose
-  # compiled program the suite's compilation cache then holds.
+  config.data.train, config.data.max_len, config.data.bucket_lengths = str(small_dataset), 32, (32,)
+  # 8 steps (stopped at 6) of 32 plies: the train step of tests/test_train.py's 8-step smoke runs,
+  # whose compiled program the suite's compilation cache then holds.
   config.train.update(steps=8, eval_every=2, checkpoint_every=100, early_stopping_patience=1)
   summary = train.train_and_evaluate(config, tmp_path / "w")
   assert summary["stopped_early"] and summary["steps"] == 6 and summary["best_step"] == 4
@@ -146,9 +146,9 @@ def test_early_stopping_keeps_the_best_checkpoint(small_dataset, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_lm(lm_dataset, tmp_path_factory):
-  """A SLiCE d128 language model trained with RAP for 2 epochs of 400 games (a CPU minute)."""
+  """A SLiCE d128 language model trained with RAP for 1 epoch of 400 games (25 steps)."""
   run_dir = tmp_path_factory.mktemp("tiny_lm") / "run"
-  summary = train.train_and_evaluate(tiny_lm_config(lm_dataset, "rap", epochs=2), run_dir)
+  summary = train.train_and_evaluate(tiny_lm_config(lm_dataset, "rap", epochs=1), run_dir)
   return run_dir, summary
 
 
@@ -156,7 +156,7 @@ def tiny_lm(lm_dataset, tmp_path_factory):
 def test_a_tiny_lm_trains_and_reports_per_move_perplexity(lm_dataset, tiny_lm):
   _, summary = tiny_lm
   val = summary["validation"]
-  assert summary["total_steps"] == 2 * (400 // 16) and summary["best_step"] is not None
+  assert summary["total_steps"] == 400 // 16 and summary["best_step"] is not None
   assert val["perplexity"] == pytest.approx(math.exp(val["loss"]))
   assert val["moves"] == sum(len(g["moves"]) for g in source.read_games(lm_dataset, "dev"))
   # Better than guessing uniformly among the 71 tokens a non-AP model may emit.

@@ -320,7 +320,7 @@ def test_trains_a_few_steps_with_the_lm_task():
 
 @pytest.mark.slow
 def test_the_lm_recipe_trains_resumes_evaluates_and_probes(tmp_path):
-  """The LM config (configs/lm.py, RAP) with the Reformer tiny: one epoch over 200 games, a
+  """The LM config (configs/lm.py, RAP) with the Reformer tiny: one epoch over 60 games, a
   resumed second epoch, then per-move perplexity and the four probing tasks."""
   import ml_collections
 
@@ -330,8 +330,8 @@ def test_the_lm_recipe_trains_resumes_evaluates_and_probes(tmp_path):
   from data_prep import lm_data, probing_sets
 
   data, sets = tmp_path / "data", tmp_path / "sets"
-  argv = ["--pgn", str(SAMPLE_PGN), "--out", str(data), "--train-size", "200"]
-  argv += ["--pool-size", "100", "--dev-size", "20", "--test-size", "20", "--max-plies", "60"]
+  argv = ["--pgn", str(SAMPLE_PGN), "--out", str(data), "--train-size", "60"]
+  argv += ["--pool-size", "100", "--dev-size", "10", "--test-size", "10", "--max-plies", "60"]
   assert lm_data.main(argv) == 0
   argv = ["--pool", str(data), "--train", str(data), "--out", str(sets), "--count", "20"]
   assert probing_sets.main(argv + ["--min-len", "8", "--max-len", "20"]) == 0
@@ -345,10 +345,10 @@ def test_the_lm_recipe_trains_resumes_evaluates_and_probes(tmp_path):
   config.data.max_len, config.data.bucket_lengths = 200, (200,)
   config.train.update(epochs=1, log_every=5, checkpoint_every=1000)
   first = train.train_and_evaluate(config, tmp_path / "run")
-  assert first["steps"] == 10 and np.isfinite(first["validation"]["loss"])
+  assert first["steps"] == 3 and np.isfinite(first["validation"]["loss"])
   config.train.epochs = 2
   second = train.train_and_evaluate(config, tmp_path / "run")
-  assert second["resumed_from"] == 10 and second["steps"] == 20
+  assert second["resumed_from"] == 3 and second["steps"] == 6
 
   result = evaluate.evaluate(tmp_path / "run", sets=sets, data={})
   assert result["family"] == FAMILY and result["notation"] == "rap"
