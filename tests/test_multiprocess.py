@@ -22,7 +22,7 @@ from chessjax import workdir as workdirs
 pytestmark = pytest.mark.slow
 
 FAMILY = SMOKE_FAMILY
-STEPS, CHECKPOINT_EVERY = 4, 2
+STEPS, CHECKPOINT_EVERY = 2, 1
 WM_OVERRIDES = (
   f"--config.train.steps={STEPS}",
   f"--config.train.checkpoint_every={CHECKPOINT_EVERY}",
@@ -98,7 +98,7 @@ def test_two_processes_train_like_one_with_four_devices(runs):
 
 
 def test_one_process_killed_in_a_checkpoint_is_named_and_a_rerun_is_bit_exact(small_dataset, runs):
-  """SIGKILL of process 1 while the step-2 checkpoint is being written: process 0, waiting in the
+  """SIGKILL of process 1 while the step-1 checkpoint is being written: process 0, waiting in the
   checkpoint's barrier or the next collective, names process 1 within `PEER_SECONDS` (plus its
   checks' period) and stops; the same command again resumes and ends bit for bit as the
   uninterrupted 2-process run."""

@@ -50,6 +50,11 @@ def oracle_fen(board: chess.Board, ep_mode: str) -> str:
   return " ".join(fields)
 
 
+# The FEN of the labels, and the board rebuilt from it, at every FEN_EVERY-th ply and the last
+# (as tests/test_encoding.py): they read nothing but the labels, which are checked at every ply.
+FEN_EVERY = 4
+
+
 def assert_matches_oracle(ucis, ep_mode="pseudo") -> int:
   """Checks every ply of an atomic game; returns its number of plies."""
   moves, states = encode_game(ucis, ep_mode=ep_mode, variant="atomic")
@@ -57,20 +62,26 @@ def assert_matches_oracle(ucis, ep_mode="pseudo") -> int:
   assert moves.shape == (len(ucis) + 1,) and states.shape == (len(ucis) + 1, NUM_LABELS)
   assert moves[0] == START_ID
   board = Atomic()
-  want, rebuilt = [], []
+  want, rebuilt, fen_plies = [], [], []
   for t in range(len(ucis) + 1):
     if t:
       assert moves[t] == move_to_id(ucis[t - 1])
       board.push(chess.Move.from_uci(ucis[t - 1]))
     want.append(oracle_state(board, ep_mode))
-    fen = labels_to_fen(states[t])
-    assert fen == oracle_fen(board, ep_mode), t
-    # The FEN alone rebuilds a board with the same labels (clean castling rights, no stack).
-    rebuilt.append(state_of_board(Atomic(fen), ep_mode))
-  for name, rows in (("oracle", np.array(want, np.uint8)), ("from its FEN", np.array(rebuilt))):
-    wrong = np.flatnonzero((states != rows).any(-1))
+    if t % FEN_EVERY == 0 or t == len(ucis):
+      fen = labels_to_fen(states[t])
+      assert fen == oracle_fen(board, ep_mode), t
+      # The FEN alone rebuilds a board with the same labels (clean castling rights, no stack).
+      rebuilt.append(state_of_board(Atomic(fen), ep_mode))
+      fen_plies.append(t)
+  checks = (
+    ("oracle", np.arange(len(states)), np.array(want, np.uint8)),
+    ("from its FEN", np.array(fen_plies), np.array(rebuilt)),
+  )
+  for name, plies, rows in checks:
+    wrong = np.flatnonzero((states[plies] != rows).any(-1))
     assert not wrong.size, (
-      f"{name}: first wrong ply {wrong[0]}: {states[wrong[0]]} != {rows[wrong[0]]}"
+      f"{name}: first wrong ply {plies[wrong[0]]}: {states[plies[wrong[0]]]} != {rows[wrong[0]]}"
     )
   return len(ucis)
 
