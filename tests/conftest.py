@@ -119,8 +119,9 @@ def optimized_xla():
   the few compute-bound tests and fixtures, whose hundreds of training steps run about 2.5 times
   faster optimised, while a compilation takes about twice as long (GPT-2 tiny's train step at
   batch 32 x 128, one shared core, 2026-11-26: 12.2 s to compile and 0.15 s a step, against 6.5 s
-  and 0.37 s). The programs compute the same thing either way; compiled ones are cached under
-  their options."""
+  and 0.37 s). The programs compute the same thing either way. The persistent compilation cache
+  keys them by their options; JAX's in-memory caches do not, so a program first compiled inside
+  is reused as it is outside (and the other way round)."""
   before = jax.config.values["jax_disable_most_optimizations"]
   jax.config.update("jax_disable_most_optimizations", False)
   try:
@@ -144,7 +145,8 @@ def models_initialised_optimized():
     with optimized_xla():
       return real(*args, **kwargs)
 
-  patched = [m for m in list(sys.modules.values()) if getattr(m, "create_model", None) is real]
+  modules = list(sys.modules.values())
+  patched = [m for m in modules if getattr(m, "__dict__", {}).get("create_model") is real]
   for module in patched:
     module.create_model = create_model
   yield
