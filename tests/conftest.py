@@ -21,9 +21,6 @@
   on the one core a worker has, splitting a program's LLVM module for parallel compilation only
   adds work): tests/ops/test_delta_rule.py 24-29 s against 29-35 s and tests/test_train.py 132-142
   s against 142-147 s, each pair run side by side on the 2 Intel Xeon vCPUs (2026-11-27).
-* Model initialisation at XLA's full optimisation (`models_initialised_optimized`): the same
-  parameters to the bit, drawn about 7 times faster; the population module 121 s against 142 s
-  (one core, empty compilation cache).
 * One core per pytest-xdist worker under `-n N` on N cores (`_one_core_per_worker`), and Python's
   garbage collector at higher thresholds: both cut CPU time, not checks. With them and the long
   termination walks at half their plies, pytest from an empty compilation cache took 12 min 32 s
@@ -128,30 +125,6 @@ def optimized_xla():
     yield
   finally:
     jax.config.update("jax_disable_most_optimizations", before)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def models_initialised_optimized():
-  """Model initialisation (`chessjax.models.create_model`, eager: one small program per
-  initializer and shape) at XLA's full optimisation: its random draws run about 7 times faster
-  (SLiCE's smoke model: 0.09 s against 0.72 s once compiled, one core), their programs compile no
-  slower, and the parameters are the same to the bit (compared for SLiCE, Gated DeltaNet, the
-  Transformer, Mamba-2 and Mamba-3, 2026-11-27)."""
-  from chessjax.models import registry
-
-  real = registry.create_model
-
-  def create_model(*args, **kwargs):
-    with optimized_xla():
-      return real(*args, **kwargs)
-
-  modules = list(sys.modules.values())
-  patched = [m for m in modules if getattr(m, "__dict__", {}).get("create_model") is real]
-  for module in patched:
-    module.create_model = create_model
-  yield
-  for module in patched:
-    module.create_model = real
 
 
 @pytest.fixture(autouse=True, scope="session")

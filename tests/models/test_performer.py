@@ -204,9 +204,7 @@ def test_features_redraw_like_the_reference_schedule():
     before = now
   assert changed_at == [2, 5, 8]
   assert int(model.backbone.redraws[...]) == 3 and int(model.backbone.redraw_calls[...]) == 0
-  # Drawn by a compiled program as the forwards' redraws were: the model's initial draw (eager,
-  # conftest's `models_initialised_optimized`) may leave eager programs compiled otherwise.
-  again = nnx.jit(lambda m: m.backbone.draw_features(3))(model)
+  again = model.backbone.draw_features(3)
   np.testing.assert_array_equal(np.asarray(again[0]), before[0])
   fixed = _lm("tiny", feature_redraw_interval=0)
   start = np.asarray(fixed.backbone.features()[0])
