@@ -49,6 +49,19 @@ def smoke_config(dataset, family=FAMILY, **train_overrides):
   return config
 
 
+def smoke_batches(dataset):
+  """The training batches of `smoke_config` (batch 8, seed 0, one length), outside the loop."""
+  return pipeline.make_batches(
+    str(dataset),
+    "train",
+    GameRows(),
+    batch_size=8,
+    seed=0,
+    bucket_lengths=(LENGTH,),
+    max_len=LENGTH,
+  )
+
+
 def subprocess_env(tmp_path, **extra):
   env = dict(os.environ)
   env.update(PYTHONPATH=str(REPO))  # The compilation cache settings come from conftest.py.
@@ -224,15 +237,7 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
 def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
   _, state, fns = build(TrainSpec.from_config(config), get_task(config))
-  it = pipeline.make_batches(
-    str(dataset),
-    "train",
-    GameRows(),
-    batch_size=8,
-    seed=0,
-    bucket_lengths=(LENGTH,),
-    max_len=LENGTH,
-  )
+  it = smoke_batches(dataset)
   batch = evaluation.device_batch(next(it), fns)
   state, out = fns.train_step(state, batch)
   assert float(out["bad_batches"]) == 0
@@ -258,15 +263,7 @@ def run_losses(dataset, devices, steps=3) -> list[float]:
   """Per-step losses of `steps` training steps, data parallel over `devices`."""
   c = smoke_config(dataset, steps=8)  # The 8-step runs' schedule: one device reuses their program.
   _, state, fns = build(TrainSpec.from_config(c), get_task(c), devices=devices)
-  it = pipeline.make_batches(
-    c.data.train,
-    "train",
-    GameRows(),
-    batch_size=8,
-    seed=0,
-    bucket_lengths=(LENGTH,),
-    max_len=LENGTH,
-  )
+  it = smoke_batches(dataset)
   losses = []
   for _ in range(steps):
     state, out = fns.train_step(state, evaluation.device_batch(next(it), fns))
