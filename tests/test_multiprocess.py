@@ -29,9 +29,10 @@ WM_OVERRIDES = (
   f"--config.train.log_every={CHECKPOINT_EVERY}",
   "--config.train.compile_ahead=false",
 )
-# Validation at the end of the reference runs only (`runs`, compared by the parity and read by
-# the evaluations); the runs compared with them by their parameters skip it.
-VALIDATED, UNVALIDATED = f"--config.train.eval_every={STEPS}", "--config.train.eval_every=1000"
+# Validation (at the last step) in the reference runs (`runs`, compared by the parity and read
+# by the evaluations) and the population's; the runs compared with them by their parameters name
+# no validation split, so they skip it (a run always validates at its last step when it has one).
+VALIDATED, UNVALIDATED = f"--config.train.eval_every={STEPS}", "--config.data.val_split=none"
 
 
 def wm_train(dataset, work, *overrides, validate=False):
@@ -166,7 +167,7 @@ def test_a_population_as_two_processes_trains_like_one(small_dataset, runs):
   run): its member of the shared config (another's seed differs) ends as that config's run alone
   on 2 processes does, itself as on 1 process of 4 devices (above)."""
   work = runs["root"] / "pop_two"
-  args = ["-m", "chessjax.population", *wm_train(small_dataset, work)[2:]]
+  args = ["-m", "chessjax.population", *wm_train(small_dataset, work, validate=True)[2:]]
   logs = run([*args, "--member=a", "--member=b:seed=1"], runs["root"], tag="pop_two")
   assert "a population of 2" in logs[0] and "4 devices, 2 processes" in logs[0]
   assert_params_close(work / "a", runs["two"])
