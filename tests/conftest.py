@@ -246,24 +246,44 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
   return built_once(tmp_path_factory, "trained_lm", build)
 
 
-# The modules whose tests take longest in `make test`'s durations, longest first.
+# The modules whose tests take longest in `make test`'s durations, longest first: every module of
+# over about 10 worker-seconds (worker time per module in a fresh clone's `make test`, 2 Intel Xeon
+# vCPUs, 2026-11-27), so that the short ones come last and neither worker waits long for the
+# other at the end (with the shorter list before it, one worker ran its last module for 37 s
+# after the other had finished).
 LONGEST_MODULES = (
   "test_multiprocess",
-  "test_population",
   "test_train",
-  "test_lm_learns",
-  "test_termination_atomic",
-  "test_termination",
-  "test_report",
+  "test_population",
   "test_lm_linear_probe",
+  "test_lm_learns",
   "test_reformer",
-  "test_bench_device",
-  "test_micro_batches",
   "test_encoding",
+  "test_heads",
+  "test_micro_batches",
+  "test_termination_atomic",
+  "test_report",
   "test_lm_task",
+  "test_transformer_slice",
+  "test_bench_device",
   "test_performer",
-  "test_llm_pickers",
+  "test_step_parity",
+  "test_termination",
+  "test_ssd",
+  "test_delta_rule",
+  "test_atomic_encoding",
+  "test_mamba",
   "test_lm_probe_shared_prefix",
+  "test_compile_ahead",
+  "test_evaluate",
+  "test_llm_pickers",
+  "test_precision",
+  "test_gated_deltanet",
+  "test_slice_scan",
+  "test_gpt2",
+  "test_flops",
+  "test_random_uniform",
+  "test_process_pgn",
   "test_plugin_family",
   "test_lm_picker",
 )
@@ -272,9 +292,15 @@ LONGEST_MODULES = (
 def pytest_configure(config):
   """Keeps the order below under `-n 2 --dist loadscope`: pytest-xdist (3.x) otherwise sorts the
   modules by their number of tests (`--loadscope-reorder`, on by default), which starts the many
-  quick parametrized modules first and leaves the long ones with few tests for the end."""
+  quick parametrized modules first and leaves the long ones with few tests for the end. A name
+  in `LONGEST_MODULES` that no test file has (a module renamed) stops the run: it would order
+  nothing, silently."""
   if hasattr(config.option, "loadscopereorder"):
     config.option.loadscopereorder = False
+  files = {path.stem for path in Path(__file__).parent.rglob("test_*.py")}
+  unknown = [name for name in LONGEST_MODULES if name not in files]
+  if unknown:
+    raise pytest.UsageError(f"conftest.py LONGEST_MODULES names no test file: {unknown}")
 
 
 def pytest_collection_modifyitems(config, items):
