@@ -8,7 +8,7 @@ import chess
 import numpy as np
 import pytest
 from conftest import SAMPLE_PGN
-from encoding_helpers import state_of_board
+from encoding_helpers import fen_checked, state_of_board
 
 from chessjax import encoding, pgn_reader
 from chessjax.encoding import (
@@ -47,12 +47,6 @@ def oracle_state(board: chess.Board, ep_mode: str = "pseudo") -> list[int]:
   return s
 
 
-# `labels_to_fen` against python-chess's FEN at every FEN_EVERY-th ply and the last (about 25,000
-# positions per long walk): it reads nothing but the labels, which are checked at every ply, and
-# python-chess's `Board.fen` was half of these walks' time.
-FEN_EVERY = 4
-
-
 def assert_matches_oracle(ucis, ep_mode="pseudo"):
   moves, states = encode_game(ucis, ep_mode=ep_mode)
   assert moves.dtype == np.int32 and states.dtype == np.uint8
@@ -65,7 +59,7 @@ def assert_matches_oracle(ucis, ep_mode="pseudo"):
     assert moves[t] == move_to_id(uci)
     board.push(chess.Move.from_uci(uci))
     want.append(oracle_state(board, ep_mode))
-    if t % FEN_EVERY == 0 or t == len(ucis):
+    if fen_checked(t, len(ucis)):
       assert labels_to_fen(states[t]) == board.fen(en_passant=fen_mode), f"ply {t}"
   wrong = np.flatnonzero((states != np.array(want, np.uint8)).any(-1))
   assert not wrong.size, f"first wrong ply {wrong[0]}: {states[wrong[0]]} != {want[wrong[0]]}"

@@ -10,7 +10,7 @@ import chess.variant
 import numpy as np
 import pytest
 from conftest import SMOKE_FAMILY, TEST_DATA
-from encoding_helpers import state_of_board
+from encoding_helpers import fen_checked, state_of_board
 
 from chessjax import encoding
 from chessjax.encoding import NUM_LABELS, START_ID, encode_game, labels_to_fen, move_to_id
@@ -50,11 +50,6 @@ def oracle_fen(board: chess.Board, ep_mode: str) -> str:
   return " ".join(fields)
 
 
-# The FEN of the labels, and the board rebuilt from it, at every FEN_EVERY-th ply and the last
-# (as tests/test_encoding.py): they read nothing but the labels, which are checked at every ply.
-FEN_EVERY = 4
-
-
 def assert_matches_oracle(ucis, ep_mode="pseudo") -> int:
   """Checks every ply of an atomic game; returns its number of plies."""
   moves, states = encode_game(ucis, ep_mode=ep_mode, variant="atomic")
@@ -68,7 +63,7 @@ def assert_matches_oracle(ucis, ep_mode="pseudo") -> int:
       assert moves[t] == move_to_id(ucis[t - 1])
       board.push(chess.Move.from_uci(ucis[t - 1]))
     want.append(oracle_state(board, ep_mode))
-    if t % FEN_EVERY == 0 or t == len(ucis):
+    if fen_checked(t, len(ucis)):  # The FEN and the board rebuilt from it.
       fen = labels_to_fen(states[t])
       assert fen == oracle_fen(board, ep_mode), t
       # The FEN alone rebuilds a board with the same labels (clean castling rights, no stack).
