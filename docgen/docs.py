@@ -2,8 +2,10 @@
 README and docs/*.md is the output of one renderer of `SPANS`, computed from docs/results/*.json
 and the papers' data files.
 
-    python -m launch.docs            # rewrite every span from the records
-    python -m launch.docs --check    # exit 1 and name the spans that differ
+    python -m docgen            # rewrite every span from the records
+    python -m docgen --check    # exit 1 and name the spans that differ
+
+(`python -m launch.docs` is the same command.)
 
 A span on one line is inline (its text replaced as is); a span whose text starts on the line
 after its marker is a block (the rendering between two newlines). tests/test_results_records.py
@@ -16,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from launch import doc_spans
+from docgen import doc_spans
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = (
@@ -38,7 +40,7 @@ SPANS = doc_spans.SPANS
 def render(key: str) -> str:
   """The text of span `key`, without the newlines that frame a block."""
   if key not in SPANS:
-    raise KeyError(f"no renderer for the span {key!r} (launch.doc_spans.SPANS)")
+    raise KeyError(f"no renderer for the span {key!r} (docgen.doc_spans.SPANS)")
   return SPANS[key]().strip("\n")
 
 

@@ -12,7 +12,7 @@ whole-run average, and says so.
 from chessjax import flops
 from chessjax.models import model_config
 from chessjax.world_model import grid
-from launch.findings import record
+from docgen.findings import record
 
 PAPER_RUN_DAYS = 4  # "The longest second-stage retrains took approximately four days."
 FAMILIES = ("transformer", "slice", "slice_diag", "gated_deltanet", "gated_deltanet_pos",
