@@ -359,6 +359,15 @@ def test_every_renderer_has_its_span():
   assert set(docs.SPANS) - shown == set()
 
 
+def test_both_commands_run_the_renderer():
+  """`python -m docgen` and its older name `python -m launch.docs` are one command."""
+  from docgen import __main__ as entry
+  from docgen import docs
+  from launch import docs as alias
+
+  assert entry.main is docs.main and alias.main is docs.main
+
+
 def test_decimals_are_counted_as_a_reader_sees_them():
   from docgen import docs
 
