@@ -102,7 +102,8 @@ def roofline_against_paper() -> str:
 
 
 def h200_table() -> str:
-  from benchmarks.bench_device import Row, table
+  from benchmarks.device.common import Row
+  from benchmarks.device.steps import table
 
   rows = [r for r in record("bench_device_h200")["rows"] if r["status"] == "ok"]
   return table([Row(**{k: v for k, v in r.items() if k != "run"}) for r in rows]).strip()

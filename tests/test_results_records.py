@@ -247,7 +247,8 @@ def test_bench_device_h200_tables():
   and the paper-step table sets the paper's whole-run average (four days over its 310,944 steps)
   against each d512 step, measured at 256 steps and scaled to the paper-like batch's mean padded
   length (docs/results/roofline.json)."""
-  from benchmarks.bench_device import Row, table
+  from benchmarks.device.common import Row
+  from benchmarks.device.steps import table
   from chessjax.world_model import grid
 
   record = _record("bench_device_h200")
