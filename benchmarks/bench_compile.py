@@ -14,7 +14,7 @@ length buckets (64, 128, 192, 256), the first 4,480 games of the bundled lichess
 by `data_prep.process_pgn --split train` (4,217 kept), no validation; here `--steps` steps
 (default 80) and the compilation cache off (`--config.train.compilation_cache=`), so every run
 compiles everything as a user's first run does. Each run is pinned to `--core` with one thread
-for XLA (`bench_vs_reference_train.pinned_env`) in a fresh workdir.
+for XLA (`chessjax.machine.pinned_env`) in a fresh workdir.
 
 Variants are `NAME=OVERRIDES` items separated by `;` (overrides separated by spaces, passed to
 `chessjax.main`); `--baseline-repo` adds a run of another checkout's code with no overrides
@@ -42,8 +42,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_parity_quality import split_pgn
-from benchmarks.bench_vs_reference_train import pinned_env
-from benchmarks.machine import cpu_model
+from chessjax.machine import cpu_model, pinned_env
 
 REPO = Path(__file__).resolve().parents[1]
 

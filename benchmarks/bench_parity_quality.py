@@ -56,13 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_vs_reference_train import (
-  CJ_GLUE,
-  CJ_GLUE_LINE,
-  REF_GLUE,
-  REF_LINE,
-  pinned_env,
-)
+from benchmarks.bench_vs_reference_train import CJ_GLUE, CJ_GLUE_LINE, REF_GLUE, REF_LINE
+from chessjax.machine import pinned_env
 from data_prep import pgn_files
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ more); "member-steps/s" = K / population seconds; "program MiB" = the compiled s
 (`chessjax.memory.program_bytes`, what the memory check compares with the machine's). A line
 per K says in words whether the population costs more than K runs one after another.
 
-Machine: the CPU model (`benchmarks.machine`), its cores, the load average at the start, jax's
+Machine: the CPU model (`chessjax.machine`), its cores, the load average at the start, jax's
 version and the date head the table. On a CPU XLA runs one step on the process's cores; a
 population gives each op K times the work, so where one small step leaves cores idle it may
 fill them. `--toy`: d128 at batch 2 x 16 steps, K = 1, 2 unless `--ks` (seconds; the suite runs
@@ -45,7 +45,6 @@ from pathlib import Path
 import jax
 import ml_collections
 
-from benchmarks import machine
 from benchmarks.bench_train_step import (
   Timed,
   built_step,
@@ -54,7 +53,7 @@ from benchmarks.bench_train_step import (
   time_step,
   world_model_config,
 )
-from chessjax import memory, population
+from chessjax import machine, memory, population
 from chessjax.spec import TrainSpec
 from chessjax.task import get_task
 

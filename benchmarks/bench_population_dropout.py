@@ -25,10 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.machine import cpu_model
 from chessjax import population, train, workdir
 from chessjax.batches import train_batches
 from chessjax.files import write_json
+from chessjax.machine import cpu_model
 from chessjax.spec import TrainSpec
 from chessjax.task import get_task
 from configs import cwm

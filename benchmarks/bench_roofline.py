@@ -14,7 +14,7 @@ per-token count at T, the batch's padded length; the bytes of XLA's cost analysi
 chip's float32 (TF32) peak and memory-bound time = bytes / HBM bandwidth (`chessjax.peaks`).
 Before fusion every op reads and writes its operands in memory, so the memory time is an upper
 bound of the traffic, far above what the fused program moves. Prints a table; `--out` writes the
-record docs/performance.md renders (`launch.record_tables`).
+record docs/performance.md renders (`docgen.record_tables`).
 """
 
 import argparse

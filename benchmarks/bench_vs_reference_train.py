@@ -54,6 +54,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from chessjax.machine import pinned_env
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 
@@ -104,17 +106,6 @@ CJ_GLUE_LINE = re.compile(r"^\[glue\] step (\d+) tokens (\d+) wall ([0-9.]+) cpu
 # Interval lines on stdout: "step 20/60  loss ... 943 tok/s  pad 0.31  bad 0  eta 0:00:12"
 CJ_STEP = re.compile(r"^step \d+/\d+ .* tok/s\s+pad ([0-9.]+)")
 CJ_COMPILE = re.compile(r"^[IW]\d{4} .*\] (Compiling jit\(|Finished XLA compilation)")
-
-
-def pinned_env(core: int) -> tuple[list[str], dict]:
-  env = dict(os.environ)
-  for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    env[var] = "1"
-  env["XLA_FLAGS"] = (
-    env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-  ).strip()
-  env["JAX_PLATFORMS"] = "cpu"
-  return ["taskset", "-c", str(core)], env
 
 
 def steady(marks, warmup_steps) -> dict:

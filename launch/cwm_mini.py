@@ -48,7 +48,7 @@ the largest per-game loss, and the strata (ExactState on captures, checks, king 
 lost castling rights, en passant, the e.p. label's changes and the steps after, each beside the
 same plies' other steps when the evaluation has them); `WORK/length.png` draws ExactState and
 Labelwise against ply (20-ply bins anchored at the training length). The tables and figures are
-`launch.cwm_tables`; what the records show, computed, is `launch.findings`.
+`launch.cwm_tables`; what the records show, computed, is `docgen.findings`.
 
 Output: `WORK/tables.md` and `WORK/tables.json` (Table 8 layout: mean and min-max over seeds beside
 the paper's d128 row; the ablation pairs on both splits; seed by seed, in how many seeds each
@@ -69,9 +69,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_vs_reference_train import pinned_env
-from benchmarks.machine import cpu_model
 from chessjax.files import write_json, write_text
+from chessjax.machine import cpu_model, pinned_env
 from chessjax.workdir import EVAL_DIR, finished, read_summary
 from chessjax.world_model import grid
 from launch.cwm_tables import (  # noqa: F401 (the tables' names, as before the split)

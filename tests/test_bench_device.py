@@ -14,6 +14,8 @@ import math
 import pytest
 
 from benchmarks import bench_device, bench_population
+from benchmarks.device.ab import AB_TARGETS, COMMAND_BUFFERS
+from benchmarks.device.common import CHUNKS
 from chessjax.models.registry import FAMILIES
 from chessjax.ops.impl import RECURRENCES
 
@@ -31,14 +33,14 @@ def expected_names() -> set[str]:
   for recurrence, impls in RECURRENCES.items():
     for impl in impls:
       if impl == "chunked":
-        recurrences |= {f"{recurrence} chunked C{c}" for c in bench_device.CHUNKS[recurrence]}
+        recurrences |= {f"{recurrence} chunked C{c}" for c in CHUNKS[recurrence]}
       else:
         recurrences.add(f"{recurrence} {impl}")
   assert len(recurrences) == 13  # 3 + 1 + 1 affine, 1 + 3 delta rule, 1 + 3 SSD
   loop = {"loop slice d128 b32 float32", "loop slice d512 b128 float32"}
   population = {f"population slice d128 b{b} K{k}" for b in (32, 128) for k in (1, 4, 16, 64)}
   population |= {f"population slice {d} b128 K{k}" for d in ("d256", "d512") for k in (1, 4)}
-  ab = {f"cmdbuf {s}: {t}" for s in ("off", "on") for t in bench_device.AB_TARGETS}
+  ab = {f"cmdbuf {s}: {t}" for s in ("off", "on") for t in AB_TARGETS}
   sequential = ["slice d128 b32 float32"] + [f"{r} sequential" for r in RECURRENCES]
   ab |= {f"{t} unroll{k}" for t in sequential for k in (4, 16)}
   lm = {"gpt2 small float32", "gpt2 small bfloat16"}
@@ -64,7 +66,7 @@ def test_catalogue_lists_every_row_in_run_order():
     f"slice {c} {d}" for c in ("d128 b32", "d512 b128") for d in ("float32", "bfloat16")
   } <= first
   assert not any(n.startswith(("transformer", "gated_deltanet")) for n in first - set(
-    f"cmdbuf {s}: {t}" for s in ("off", "on") for t in bench_device.AB_TARGETS))  # fmt: skip
+    f"cmdbuf {s}: {t}" for s in ("off", "on") for t in AB_TARGETS))  # fmt: skip
   # A population's K grows row by row (its device peak is then the row's own).
   ks = [int(n.rsplit("K", 1)[1]) for n in names if n.startswith("population slice d128 b32")]
   assert ks == [1, 4, 16, 64]
@@ -116,9 +118,7 @@ def test_toy_run_lists_every_row_and_runs_each_kind(tmp_path, small_dataset):
   pop = rows["population slice d128 b32 K4"]
   assert pop["extra"]["k"] == 2 and pop["extra"]["speedup"] > 0 and pop["program_gib"] > 0
   on = rows["cmdbuf on: affine_scan sequential"]["extra"]
-  assert (
-    bench_device.COMMAND_BUFFERS in on["xla_flags"] and on["target"] == "affine_scan sequential"
-  )
+  assert COMMAND_BUFFERS in on["xla_flags"] and on["target"] == "affine_scan sequential"
   for name in ("slice d128 b32 float32 unroll4", "affine_scan sequential unroll4"):
     extra = rows[name]["extra"]
     assert extra["unroll"] == 4 and extra["scans_unrolled"] >= 1 and extra["vs_unroll1"] > 0

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from benchmarks.machine import cpu_model
+from chessjax.machine import cpu_model
 from launch import cwm_mini as bench
 from launch import cwm_tables as tables
 
@@ -132,14 +132,6 @@ def test_long_tables_and_figure(tmp_path):
   assert (
     bench.long_tables_markdown(args, [{"family": "x", "seed": 0, "real": {}, "random": {}}]) == ""
   )
-
-
-def test_the_old_name_runs_the_moved_driver():
-  """`python -m benchmarks.bench_cwm_mini` (the records' and earlier docs' command) is an alias."""
-  from benchmarks import bench_cwm_mini
-
-  assert bench_cwm_mini.cwm_mini is bench
-  assert bench_cwm_mini.parse_args is bench.parse_args
 
 
 def test_strata_table_shows_the_matched_steps_when_the_evaluation_has_them(tmp_path):

@@ -8,6 +8,10 @@ modules are leaves.
 * A command-line module (one with a `__main__` guard) is imported by no module: its private
   helpers cannot leak into the library and no CLI depends on another's argument handling. What two
   CLIs share lives in a library module (the core's, when two tracks share it).
+* The script folders `launch` (runs) and `benchmarks` (measurements) import nothing of each other:
+  what both use lives in the library (`chessjax.machine`). `docgen`, the docs renderer, reads the
+  records, the library and the tables of the runs it renders (their modules in `launch` and
+  `benchmarks`); no module imports it but `launch/docs.py`, its command's older name.
 
 Imports are read from the source (every `import` statement, those inside functions included), so
 a lazy import counts as much as one at the top of a file.
@@ -17,7 +21,7 @@ import ast
 
 from conftest import REPO
 
-SCRIPT_FOLDERS = ("configs", "data_prep", "launch", "benchmarks")
+SCRIPT_FOLDERS = ("configs", "data_prep", "launch", "benchmarks", "docgen")
 TRACKS = ("world_model", "lm", "atomic")
 # Scripts outside the package that use the atomic track: they too import no command-line module.
 ATOMIC_USERS = [REPO / "data_prep/atomic_positions.py", REPO / "benchmarks/bench_engines.py"]
@@ -65,6 +69,8 @@ def _parse(paths) -> dict[str, tuple[set[str], bool]]:
 PACKAGE = _parse(sorted((REPO / "chessjax").rglob("*.py")))
 EDGES = {(a, b) for a, (imported, _) in PACKAGE.items() for b in imported}
 CLIS = {name for name, (_, cli) in PACKAGE.items() if cli}
+SCRIPTS = _parse(sorted(p for f in SCRIPT_FOLDERS for p in (REPO / f).rglob("*.py")))
+SCRIPT_EDGES = {(a, b) for a, (imported, _) in SCRIPTS.items() for b in imported}
 
 
 def _track(module: str) -> str:
@@ -96,6 +102,32 @@ def test_the_graph_is_read():
 def test_the_package_imports_no_script_folder():
   bad = sorted((a, b) for a, b in EDGES if b.split(".")[0] in SCRIPT_FOLDERS)
   assert bad == [], f"chessjax modules importing a script folder: {bad}"
+
+
+def test_launch_and_benchmarks_import_nothing_of_each_other():
+  folders = {a.split(".")[0] for a in SCRIPTS}
+  assert {"launch", "benchmarks", "docgen"} <= folders
+  assert ("launch.cwm_mini", "chessjax.machine") in SCRIPT_EDGES
+  assert ("benchmarks.bench_compile", "chessjax.machine") in SCRIPT_EDGES
+  bad = sorted(
+    (a, b)
+    for a, b in SCRIPT_EDGES
+    if {a.split(".")[0], b.split(".")[0]} == {"launch", "benchmarks"}
+  )
+  assert bad == [], f"imports between launch/ and benchmarks/: {bad}"
+
+
+def test_only_the_docs_commands_import_the_docs_renderer():
+  """`docgen` is a leaf: the library, configs, data_prep, launch and benchmarks never import it,
+  but for `launch/docs.py`, which runs its command and nothing else."""
+  assert ("docgen.doc_spans", "docgen.findings") in SCRIPT_EDGES
+  bad = sorted(
+    (a, b)
+    for a, b in EDGES | SCRIPT_EDGES
+    if b.split(".")[0] == "docgen" and a.split(".")[0] != "docgen" and a != "launch.docs"
+  )
+  assert bad == [], f"modules importing the docs renderer: {bad}"
+  assert SCRIPTS["launch.docs"] == ({"sys", "docgen.docs", "docgen.docs.main"}, True)
 
 
 def test_world_model_and_lm_import_nothing_of_each_other():

@@ -6,10 +6,10 @@ tests read the Markdown tables the docs point at and check that every number of 
 the one in the record, so a number edited on one side only fails here. Paper numbers beside ours
 are not checked here (they come from the papers' data files).
 
-Every `<!-- KEY -->...<!-- /KEY -->` span of the README and docs/*.md is what `launch.docs`
+Every `<!-- KEY -->...<!-- /KEY -->` span of the README and docs/*.md is what `docgen.docs`
 renders for KEY from the records and the papers' data files (tables, and the findings computed
-from them: `launch.findings`, `launch.findings_long`, `launch.claims`, ...), and the prose outside
-the spans keeps at most `launch.docs.MAX_DECIMALS` decimal numbers."""
+from them: `docgen.findings`, `docgen.findings_long`, `docgen.claims`, ...), and the prose outside
+the spans keeps at most `docgen.docs.MAX_DECIMALS` decimal numbers."""
 
 import json
 import re
@@ -247,7 +247,8 @@ def test_bench_device_h200_tables():
   and the paper-step table sets the paper's whole-run average (four days over its 310,944 steps)
   against each d512 step, measured at 256 steps and scaled to the paper-like batch's mean padded
   length (docs/results/roofline.json)."""
-  from benchmarks.bench_device import Row, table
+  from benchmarks.device.common import Row
+  from benchmarks.device.steps import table
   from chessjax.world_model import grid
 
   record = _record("bench_device_h200")
@@ -338,9 +339,9 @@ def test_long_games_tables_are_the_bench_rendering_of_the_record(name):
 
 @pytest.mark.parametrize("doc", _DOCS)
 def test_every_marked_span_is_its_rendering(doc):
-  """`<!-- KEY -->...<!-- /KEY -->`: the text is what `launch.docs` renders for KEY from the
-  records (`python -m launch.docs` rewrites them)."""
-  from launch import docs
+  """`<!-- KEY -->...<!-- /KEY -->`: the text is what `docgen.docs` renders for KEY from the
+  records (`python -m docgen` rewrites them)."""
+  from docgen import docs
 
   text = (REPO / doc).read_text()
   found = docs.spans(text)
@@ -350,7 +351,7 @@ def test_every_marked_span_is_its_rendering(doc):
 
 
 def test_every_renderer_has_its_span():
-  from launch import docs
+  from docgen import docs
 
   assert docs.DOCS == _DOCS
   shown = set()
@@ -359,8 +360,17 @@ def test_every_renderer_has_its_span():
   assert set(docs.SPANS) - shown == set()
 
 
+def test_both_commands_run_the_renderer():
+  """`python -m docgen` and its older name `python -m launch.docs` are one command."""
+  from docgen import __main__ as entry
+  from docgen import docs
+  from launch import docs as alias
+
+  assert entry.main is docs.main and alias.main is docs.main
+
+
 def test_decimals_are_counted_as_a_reader_sees_them():
-  from launch import docs
+  from docgen import docs
 
   text = "loss 0.3892 (-0.0199), 2.44x, 85.29%, 2.4e-06, 1,632.5; not gpt-5.4, 1.11.2, d128 e2e4"
   assert docs.decimals(text) == ["0.3892", "-0.0199", "2.44", "85.29", "2.4e-06", "1,632.5"]
@@ -370,9 +380,9 @@ def test_decimals_are_counted_as_a_reader_sees_them():
 @pytest.mark.parametrize("doc", _DOCS)
 def test_prose_outside_the_spans_keeps_few_decimals(doc):
   """The hand-written prose frames the rendered numbers without restating them: at most
-  `launch.docs.MAX_DECIMALS` decimal numbers outside the spans (constants such as a learning
+  `docgen.docs.MAX_DECIMALS` decimal numbers outside the spans (constants such as a learning
   rate); the README counts its results section."""
-  from launch import docs
+  from docgen import docs
 
   text = (REPO / doc).read_text()
   if doc == "README.md":
@@ -382,7 +392,7 @@ def test_prose_outside_the_spans_keeps_few_decimals(doc):
 
 
 def test_rewrite_fills_inline_and_block_spans(monkeypatch):
-  from launch import docs
+  from docgen import docs
 
   monkeypatch.setitem(docs.SPANS, "t:X", lambda: "\n| a |\n")
   text = "a <!-- t:X -->old<!-- /t:X --> b\n<!-- t:X -->\nold\n<!-- /t:X -->\n"
@@ -395,7 +405,7 @@ def test_rewrite_fills_inline_and_block_spans(monkeypatch):
 
 def test_record_tables_take_their_numbers_as_values():
   """A record's table holds numbers as values; a text cell with a decimal number is refused."""
-  from launch import record_tables
+  from docgen import record_tables
 
   assert record_tables.cell({"t": "{:.2f}x over {}", "v": [1.616, 2]}) == "1.62x over 2"
   assert (

@@ -13,7 +13,7 @@ states beside it. Spans: `PREFIX:KEY` for each key of a record's `tables` and `f
 
 import re
 
-from launch.findings import record
+from docgen.findings import record
 
 DECIMAL = re.compile(r"(?<![\w.\-/])\d[\d,]*\.\d+(?![\w.])")
 RECORDS = {"perf": "performance_cpu", "lmn": "lm_notes"}

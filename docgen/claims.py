@@ -2,8 +2,8 @@
 chessjax shows of it and at which scale, the record or command behind that, and what testing it
 at the paper's scale would cost.
 
-Each claim's status is computed from the records (docs/results/*.json) by `launch.findings`,
-`launch.findings_long` and the functions below; the cost is an estimate in GPU-hours from the
+Each claim's status is computed from the records (docs/results/*.json) by `docgen.findings`,
+`docgen.findings_long` and the functions below; the cost is an estimate in GPU-hours from the
 H200 steps measured by `benchmarks.bench_device` (docs/results/bench_device_h200.json): a paper
 stage-2 run is 310,944 steps, each taken at the measured d512 batch-128 step of 256-step games.
 That step is an upper bound for the paper's smaller sizes (d128-d384 were not timed at batch
@@ -13,9 +13,9 @@ That step is an upper bound for the paper's smaller sizes (d128-d384 were not ti
 import math
 
 from chessjax.world_model import grid
-from launch import findings, findings_long
+from docgen import findings, findings_long
+from docgen.findings import name, pct, record
 from launch.cwm_tables import ABLATIONS, MAIN
-from launch.findings import name, pct, record
 
 PAPERS = {
   "cwm": "Walker & Lyons (2026), Chess-World-Model",

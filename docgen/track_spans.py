@@ -8,7 +8,7 @@ import json
 import math
 from functools import cache
 
-from launch.findings import REPO, _join, record
+from docgen.findings import REPO, _join, record
 
 LM_COLUMNS = ("lgm", "r_precision", "other_lgm", "other_r_precision", "exm")
 PAPER_COLUMNS = (

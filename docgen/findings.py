@@ -4,7 +4,7 @@ Each function takes the records of `launch.cwm_mini` (docs/results/bench_cwm_{mi
 x4}.json: one row per run, `cwm_tables` reads the same rows) and returns Markdown lines: who beats
 whom on which metric in how many seeds, gaps and how they change, where a curve peaks, whether a
 claim of Walker & Lyons (2026) holds, partly holds or cannot be tested at this scale. The docs
-show them between `<!-- wm:NAME -->` markers (`launch.docs`), so a sentence that says more than
+show them between `<!-- wm:NAME -->` markers (`docgen.docs`), so a sentence that says more than
 its record, or a number edited by hand, fails tests/test_results_records.py.
 
 Conventions: losses to 4 decimals, accuracies in percent to 2 (points for differences); "better"

@@ -1,24 +1,24 @@
-"""The renderers of the docs' marked spans (`launch.docs`), by key: the world-model page's tables of
-`launch.cwm_mini` runs and their findings (`launch.findings`, `launch.findings_long`), and the
+"""The renderers of the docs' marked spans (`docgen.docs`), by key: the world-model page's tables of
+`launch.cwm_mini` runs and their findings (`docgen.findings`, `docgen.findings_long`), and the
 README's results. Each renderer reads docs/results/*.json or a paper's data file, nothing else.
-The other pages' spans are registered by `launch.record_tables` and `launch.claims`.
+The other pages' spans are registered by `docgen.record_tables` and `docgen.claims`.
 """
 
 import argparse
 from collections.abc import Callable
 
 from chessjax.world_model import report
-from launch import (
+from docgen import (
   claims,
-  cwm_tables,
   findings,
   findings_long,
   perf_spans,
   record_tables,
   track_spans,
 )
+from docgen.findings import name, record
+from launch import cwm_tables
 from launch.cwm_mini import plan
-from launch.findings import name, record
 
 SPANS: dict[str, Callable[[], str]] = {}
 

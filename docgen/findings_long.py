@@ -1,13 +1,12 @@
 """What the long-game experiments show, computed from their records and the paper's data file:
 training cut to 128 steps and whole games scored (docs/results/bench_cwm_long.json), the strata,
 and four times the steps (docs/results/bench_cwm_x4.json against the 3,000-step seed-0 runs of
-docs/results/bench_cwm_whole.json). The conventions are `launch.findings`'s; the docs show these
-lines between `<!-- wm:NAME -->` markers (`launch.docs`).
+docs/results/bench_cwm_whole.json). The conventions are `docgen.findings`'s; the docs show these
+lines between `<!-- wm:NAME -->` markers (`docgen.docs`).
 """
 
 from chessjax.world_model import grid
-from launch.cwm_tables import ABLATIONS, SPLITS
-from launch.findings import (
+from docgen.findings import (
   SPLIT_NAMES,
   _join,
   _runs,
@@ -20,6 +19,7 @@ from launch.findings import (
   pct,
   record,
 )
+from launch.cwm_tables import ABLATIONS, SPLITS
 
 # A loss "blows up" when it is at least this many times its main family's: an order of magnitude.
 BLOWUP = 10.0

@@ -12,7 +12,7 @@ whole-run average, and says so.
 from chessjax import flops
 from chessjax.models import model_config
 from chessjax.world_model import grid
-from launch.findings import record
+from docgen.findings import record
 
 PAPER_RUN_DAYS = 4  # "The longest second-stage retrains took approximately four days."
 FAMILIES = ("transformer", "slice", "slice_diag", "gated_deltanet", "gated_deltanet_pos",
@@ -102,7 +102,8 @@ def roofline_against_paper() -> str:
 
 
 def h200_table() -> str:
-  from benchmarks.bench_device import Row, table
+  from benchmarks.device.common import Row
+  from benchmarks.device.steps import table
 
   rows = [r for r in record("bench_device_h200")["rows"] if r["status"] == "ok"]
   return table([Row(**{k: v for k, v in r.items() if k != "run"}) for r in rows]).strip()
