@@ -30,9 +30,11 @@ import logging
 import os
 
 import jax
+import ml_collections
 
 from chessjax import processes
 from chessjax.files import as_path
+from chessjax.spec import TrainSpec
 
 AUTO = "auto"  # The per-user default directory.
 
@@ -106,10 +108,10 @@ def setup_for_workdir(workdir) -> str:
   """`setup` with the training run's own `train.compilation_cache` (evaluation commands)."""
   setting = AUTO
   try:
-    config = json.loads((as_path(workdir) / "config.json").read_text())
-    setting = config.get("train", {}).get("compilation_cache", AUTO)
-  except (OSError, ValueError):
-    pass  # Not a workdir (yet): the command reports that itself.
+    config = ml_collections.ConfigDict(json.loads((as_path(workdir) / "config.json").read_text()))
+    setting = TrainSpec.from_config(config).train.compilation_cache
+  except (OSError, ValueError, KeyError, AttributeError, TypeError):
+    pass  # Not a workdir (yet), or a config it refuses: the command reports that itself.
   return setup(setting)
 
 

@@ -28,6 +28,7 @@ import jax
 from chessjax import optim, profiling
 
 AUTO = "auto"
+WORLD_MODEL = "world_model"  # The task of a config written before tasks existed.
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
@@ -98,6 +99,20 @@ def defaults(block: type) -> dict:
   }
 
 
+def task_of(config) -> str:
+  """`config.task`, the task a config trains (`chessjax.task.get_task`), read alone: a reader of
+  many workdirs can tell a task's runs from others' before reading the rest. Configs written
+  before tasks existed trained the world model."""
+  return str(config.get("task", WORLD_MODEL))
+
+
+def _required(config, key: str):
+  """`config[key]` (a ConfigDict or dict), or a ValueError naming the missing key."""
+  if key not in config:
+    raise ValueError(f"the config has no {key}")
+  return config[key]
+
+
 def _read_block(cls: type, block, name: str):
   """`cls` from a config block (a ConfigDict or dict): unknown keys refused, missing keys (and
   None) defaulted, each value converted to its field's type."""
@@ -159,15 +174,14 @@ class TrainSpec:
     back from a workdir's `config.json`). `epoch_steps`: the training split's batches per epoch
     (`BatchPlan.batches_per_epoch`), which an epoch-based run's length needs."""
     spec = cls(
-      # Configs written before tasks existed trained the world model.
-      task=str(config.get("task", "world_model")),
-      family=str(config.family),
-      size=str(config.size),
-      seed=int(config.seed),
+      task=task_of(config),
+      family=str(_required(config, "family")),
+      size=str(_required(config, "size")),
+      seed=int(_required(config, "seed")),
       model=_as_dict(config.get("model", {})),
-      data=_read_block(DataSpec, config.data, "data"),
-      train=_read_block(LoopSpec, config.train, "train"),
-      optim=_read_block(OptimSpec, config.optim, "optim"),
+      data=_read_block(DataSpec, _required(config, "data"), "data"),
+      train=_read_block(LoopSpec, _required(config, "train"), "train"),
+      optim=_read_block(OptimSpec, _required(config, "optim"), "optim"),
       epoch_steps=epoch_steps,
     )
     spec.validate()

@@ -29,6 +29,7 @@ import numpy as np
 from flax import nnx
 
 from chessjax.data.rows import RowFormat
+from chessjax.spec import task_of
 
 
 class Accumulator(Protocol):
@@ -71,14 +72,10 @@ class Task(Protocol):
     ...
 
 
-def task_name(config) -> str:
-  """`config.task`; configs written before tasks existed trained the world model."""
-  return config.get("task", "world_model")
-
-
 def get_task(config) -> Task:
-  """The task `config.task` names: a track folder (`world_model`) or a dotted module path."""
-  name = task_name(config)
+  """The task `config.task` names (`chessjax.spec.task_of`: a config written before tasks existed
+  trained the world model): a track folder (`world_model`) or a dotted module path."""
+  name = task_of(config)
   module_name = name if "." in name else f"chessjax.{name}.task"
   try:
     module = importlib.import_module(module_name)

@@ -7,8 +7,8 @@ import json
 import ml_collections
 import pytest
 
+from chessjax import runtime, train, workdir
 from chessjax import spec as spec_lib
-from chessjax import train, workdir
 from chessjax.spec import DataSpec, LoopSpec, OptimSpec, TrainSpec
 from configs import cwm
 from configs import lm as lm_config
@@ -94,6 +94,26 @@ def test_unknown_keys_and_types_are_refused():
   del c["optim"]["lr"]
   with pytest.raises(ValueError, match="the config has no optim.lr"):
     TrainSpec.from_config(ml_collections.ConfigDict(c))
+  for key in ("seed", "data"):
+    c = cwm.get_config("family=slice,size=d128").to_dict()
+    del c[key]
+    with pytest.raises(ValueError, match=f"the config has no {key}$"):
+      TrainSpec.from_config(ml_collections.ConfigDict(c))
+
+
+def test_an_evaluation_compiles_with_its_workdirs_cache_setting(tmp_path, monkeypatch):
+  """`runtime.setup_for_workdir` reads `train.compilation_cache` through the spec: a config.json
+  without it (or no workdir at all) means the default."""
+  monkeypatch.setattr(runtime, "setup", lambda setting: setting)  # No process-wide change.
+  c = cwm.get_config("family=slice,size=d128")
+  c.train.compilation_cache = ""
+  config = c.to_dict()
+  (tmp_path / workdir.CONFIG).write_text(json.dumps(config))
+  assert runtime.setup_for_workdir(tmp_path) == ""
+  del config["train"]["compilation_cache"]
+  (tmp_path / workdir.CONFIG).write_text(json.dumps(config))
+  assert runtime.setup_for_workdir(tmp_path) == LoopSpec().compilation_cache == runtime.AUTO
+  assert runtime.setup_for_workdir(tmp_path / "missing") == runtime.AUTO
 
 
 @pytest.mark.parametrize(

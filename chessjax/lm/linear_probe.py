@@ -56,9 +56,9 @@ SUBSET_NAMES = {"all": "all squares", "nonempty": "non-empty squares", "changed"
 # A workdir
 
 
-def _default_test_split(path, config) -> str:
+def _default_test_split(path, val_split: str) -> str:
   splits = read_manifest(path)["splits"]
-  for name in ("test", config.data.get("val_split", "validation"), "validation", "dev"):
+  for name in ("test", val_split, "validation", "dev"):
     if name in splits:
       return name
   raise ValueError(f"{path} has no test, validation or dev split; pass --test-split")
@@ -93,12 +93,11 @@ def probe_workdir(
 
   t0 = time.time()
   restored = wd.restore(workdir, which)
-  config, task = restored.config, restored.task
-  data = data or config.data.train
-  train_split = train_split or config.data.train_split
-  test_split = test_split or _default_test_split(data, config)
-  max_len = int(config.data.max_len)
-  buckets = tuple(config.data.get("bucket_lengths", ()) or ())
+  spec, task = restored.spec, restored.task
+  data = data or spec.data.train
+  train_split = train_split or spec.data.train_split
+  test_split = test_split or _default_test_split(data, spec.data.val_split)
+  max_len, buckets = spec.data.max_len, spec.data.bucket_lengths
   read = partial(read_positions, data, task=task, max_games=max_games, max_len=max_len)
   train_pos, test_pos = read(train_split), read(test_split)
   keep = None
@@ -107,9 +106,9 @@ def probe_workdir(
     keep = np.sort(np.random.default_rng(seed).choice(n_train, max_train_positions, replace=False))
     train_pos = {**train_pos, "labels": train_pos["labels"][keep]}
     train_pos["changed"] = train_pos["changed"][keep]
-  control_config = config.copy_and_resolve_references()
-  if control_seed is not None:
-    control_config.seed = int(control_seed)
+  control_seed = spec.seed if control_seed is None else int(control_seed)
+  control_config = restored.config.copy_and_resolve_references()
+  control_config.seed = control_seed
   control_state = wd.initial(control_config).state
   extract = partial(extract_features, pad_id=task.pad_id, buckets=buckets, max_len=max_len)
   fit = {"steps": steps, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay}
@@ -134,9 +133,9 @@ def probe_workdir(
     "workdir": str(workdir),
     "checkpoint": restored.checkpoint,
     "step": int(restored.step),
-    "task": config.get("task", "world_model"),
-    "family": config.get("family"),
-    "size": config.get("size"),
+    "task": spec.task,
+    "family": spec.family,
+    "size": spec.size,
     "data": str(data),
     "train_split": train_split,
     "test_split": test_split,
@@ -145,7 +144,7 @@ def probe_workdir(
     "train_positions": int(len(train_pos["labels"])),
     "test_positions": int(len(test_pos["labels"])),
     "test_squares": counts,
-    "probe": {**fit, "seed": seed, "control_seed": control_config.seed},
+    "probe": {**fit, "seed": seed, "control_seed": control_seed},
     "layers": layer_names(len(results["model"])),
     "model": results["model"],
     "control": results["control"],

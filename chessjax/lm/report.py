@@ -47,7 +47,8 @@ from chessjax.files import write_figure, write_json, write_text
 from chessjax.lm import figures as lm_figures
 from chessjax.lm import probing
 from chessjax.plotting import plt
-from chessjax.workdir import EVAL_DIR, find_workdirs, read_summary
+from chessjax.spec import TrainSpec, task_of
+from chessjax.workdir import EVAL_DIR, find_workdirs, read_config, read_summary
 
 PAPER_FILE = Path(__file__).with_name("paper_results.json")
 TRAINS = ("S", "M", "L", "all")
@@ -124,10 +125,10 @@ def read_run(workdir) -> LMRun:
   """The record of a language-model workdir. Raises NotLanguageModel for another task's workdir,
   OSError/ValueError/KeyError/TypeError when its files are unreadable or incomplete."""
   workdir = Path(workdir)
-  config = json.loads((workdir / "config.json").read_text())
-  if config.get("task") != "lm":
-    raise NotLanguageModel(f"task {config.get('task', 'world_model')!r}, not a language model")
-  lm, data = config["lm"], config["data"]
+  config = read_config(workdir)
+  if task_of(config) != "lm":
+    raise NotLanguageModel(f"task {task_of(config)!r}, not a language model")
+  spec, lm = TrainSpec.from_config(config), config["lm"]
   summary = read_summary(workdir) or {}
   results_path = workdir / EVAL_DIR / "results.json"
   results = json.loads(results_path.read_text()) if results_path.exists() else None
@@ -136,14 +137,14 @@ def read_run(workdir) -> LMRun:
   probes = workdir / EVAL_DIR / "probes.jsonl"
   return LMRun(
     workdir=str(workdir),
-    family=str(config["family"]),
-    size=str(config["size"]),
+    family=spec.family,
+    size=spec.size,
     notation=str(lm["notation"]),
     rap_p=float(lm.get("rap_p", 0.0)),
     train=str(lm.get("train", "all")),
-    data=str(data.get("train", "")),
-    train_split=str(data.get("train_split", "train")),
-    max_train_games=int(data.get("max_train_games") or 0),
+    data=spec.data.train,
+    train_split=spec.data.train_split,
+    max_train_games=spec.data.max_train_games,
     steps=int(summary["steps"]) if "steps" in summary else None,
     params=int(summary["params"]) if "params" in summary else None,
     results=results,

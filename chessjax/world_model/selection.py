@@ -13,12 +13,12 @@ winner was unstable during the full four epoch run").
 """
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from chessjax.workdir import read_summary
+from chessjax.spec import TrainSpec
+from chessjax.workdir import read_config, read_summary
 
 Hyper = tuple[
   float, int, float, float
@@ -92,23 +92,23 @@ def read_run(workdir) -> RunRecord:
   Raises OSError/ValueError/KeyError/TypeError when the files are unreadable or incomplete.
   """
   workdir = Path(workdir)
-  config = json.loads((workdir / "config.json").read_text())
-  optim = config["optim"]
+  spec = TrainSpec.from_config(read_config(workdir))
+  optim = spec.optim
   summary = read_summary(workdir)
-  stage = 1 if optim.get("schedule") == "constant" else 2
-  total = int(config["train"]["steps"])
+  stage = 1 if optim.schedule == "constant" else 2
+  total = spec.train.steps
   if summary is not None:
     total = int(summary.get("total_steps", total))
   return RunRecord(
     workdir=str(workdir),
-    family=str(config["family"]),
-    size=str(config["size"]),
+    family=spec.family,
+    size=spec.size,
     stage=stage,
-    lr=float(optim["lr"]),
-    warmup=int(optim["warmup_steps"]),
-    b2=float(optim["b2"]),
-    wd=float(optim["weight_decay"]),
-    floor=None if stage == 1 else float(optim["floor"]),
+    lr=optim.lr,
+    warmup=optim.warmup_steps,
+    b2=optim.b2,
+    wd=optim.weight_decay,
+    floor=None if stage == 1 else optim.floor,
     steps=int(summary["steps"]) if summary else 0,
     total_steps=total,
     has_summary=summary is not None,

@@ -2,7 +2,7 @@
 
     python -m chessjax.world_model.track --workdir runs/t1 --moves "e2e4 e7e5 g1f3 b8c6 f1b5"
     python -m chessjax.world_model.track --workdir runs/t1 --pgn game.pgn [--ascii] \
-        [--variant chess|atomic]
+        [--variant chess|atomic] [--checkpoint best|latest]
 
 The moves (UCI, or the first game's mainline of a PGN file) are checked with
 `encoding.encode_game` under the rules of `--variant` (default: those of the run's training data,
@@ -12,14 +12,16 @@ each step the tracker prints the move, the model's argmax board and the true boa
 (8 ranks each, unicode pieces or `--ascii` letters, wrong squares starred), the auxiliary labels
 (side to move, castling, en passant, clocks) predicted vs true, and a marker on every mismatch;
 then a summary (exact steps, first wrong step). `--html OUT.html` also writes the game as a
-page to step through in a browser (`chessjax.world_model.page`).
+page to step through in a browser (`chessjax.world_model.page`). The conventions of every
+evaluation of a workdir (`chessjax.cli`): the checkpoint (`--checkpoint`) is the best one when the
+workdir has WORKDIR/best, else the latest; a bad input is a one-line `error: ...`.
 """
 
-import argparse
 import bz2
 import gzip
 import io
 import sys
+from functools import partial
 from pathlib import Path
 
 import chess
@@ -27,10 +29,11 @@ import chess.pgn
 import numpy as np
 import zstandard
 
-from chessjax import encoding, workdir
+from chessjax import cli, encoding, workdir
 from chessjax.data.source import read_manifest, variant_of_manifest
 from chessjax.files import write_text
 from chessjax.labels import argmax_labels
+from chessjax.spec import TrainSpec
 from chessjax.world_model import page
 from chessjax.world_model.boards import aux_fields, board_lines, describe_differences
 
@@ -66,7 +69,7 @@ def training_encoding(run_dir) -> tuple[str, str]:
   """(ep_mode, variant) of a run's training data (from `config.json` and the data's manifest): the
   model learned its en-passant convention and its rules. ("pseudo", "chess") when unknown."""
   try:
-    manifest = read_manifest(workdir.read_config(run_dir).data.train)
+    manifest = read_manifest(TrainSpec.from_config(workdir.read_config(run_dir)).data.train)
   except (OSError, ValueError, KeyError, TypeError, AttributeError):
     return "pseudo", "chess"
   return manifest.get("encoding", {}).get("ep_mode", "pseudo"), variant_of_manifest(manifest)
@@ -149,10 +152,7 @@ def summary(steps: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
-    prog="python -m chessjax.world_model.track", description=__doc__.split("\n")[0]
-  )
-  ap.add_argument("--workdir", required=True, help="training workdir (config.json, checkpoints/)")
+  ap = cli.workdir_parser("chessjax.world_model.track", __doc__)
   source = ap.add_mutually_exclusive_group(required=True)
   source.add_argument("--moves", help='UCI moves from the initial position, e.g. "e2e4 e7e5"')
   source.add_argument("--pgn", help="a PGN file: its first game's mainline")
@@ -163,21 +163,30 @@ def main(argv=None) -> int:
     "--variant", choices=encoding.VARIANTS, default=None, help="rules; default: the data's"
   )
   args = ap.parse_args(argv)
-  try:
+
+  def run():
     # The training data's encoding is known from config.json alone, before the (slower) model
     # restore, so a typo in the moves fails at once.
     data_ep_mode, data_variant = training_encoding(args.workdir)
     ep_mode, variant = args.ep_mode or data_ep_mode, args.variant or data_variant
-    ucis = read_pgn_mainline(args.pgn, variant) if args.pgn else args.moves.split()
+    try:
+      ucis = read_pgn_mainline(args.pgn, variant) if args.pgn else args.moves.split()
+    except OSError as e:  # An unreadable or corrupt (compressed) file: a bad input too.
+      raise ValueError(str(e)) from e
     encoding.encode_game(ucis, ep_mode=ep_mode, variant=variant)
-    restored = workdir.restore(args.workdir)
+    restored = workdir.restore(args.workdir, args.checkpoint)
     steps = track(args.workdir, ucis, restored=restored, ep_mode=ep_mode, variant=variant)
-  except (ValueError, FileNotFoundError, OSError) as e:
-    ap.error(str(e))
-  config, step = restored.config, restored.step
-  print(f"{config.family} {config.size}, checkpoint step {step}, {len(ucis)} plies ({variant})")
-  if len(steps) > config.data.max_len:
-    print(f"note: steps beyond {config.data.max_len} are longer than any training sequence")
+    return ucis, variant, restored, steps
+
+  return cli.run_workdir_command(ap, args, run, report=partial(_print_report, args))
+
+
+def _print_report(args, tracked) -> None:
+  ucis, variant, restored, steps = tracked
+  spec, step = restored.spec, restored.step
+  print(f"{spec.family} {spec.size}, checkpoint step {step}, {len(ucis)} plies ({variant})")
+  if len(steps) > spec.data.max_len:
+    print(f"note: steps beyond {spec.data.max_len} are longer than any training sequence")
   for s in steps:
     print()
     print(format_step(s, args.ascii))
@@ -187,10 +196,9 @@ def main(argv=None) -> int:
     view = page.game_view(
       f"{len(ucis)} plies", ucis, [s["true"] for s in steps], [s["pred"] for s in steps]
     )
-    heading = f"{config.family} {config.size} at step {step}: {args.workdir}"
+    heading = f"{spec.family} {spec.size} at step {step}: {args.workdir}"
     write_text(args.html, page.page_html([view], heading))
     print(f"page: {args.html}")
-  return 0
 
 
 if __name__ == "__main__":

@@ -136,6 +136,40 @@ def world_model_workdir(small_dataset, tmp_path_factory):
   return wd
 
 
+class _Stop(Exception):
+  pass
+
+
+def test_a_config_without_bucket_lengths_probes_at_the_spec_default(
+  small_dataset, tmp_path, monkeypatch
+):
+  """A workdir whose config.json predates `data.bucket_lengths` batches its probe rows at the
+  spec's default lengths, as its training did (`chessjax.spec.DataSpec`)."""
+  from chessjax import workdir
+  from chessjax.spec import DataSpec
+  from configs import cwm
+
+  config = cwm.get_config("family=gated_deltanet,size=d128,smoke=True")
+  config.data.train = str(small_dataset)
+  old = config.to_dict()
+  del old["data"]["bucket_lengths"]
+  (tmp_path / workdir.CONFIG).write_text(json.dumps(old))
+  # No checkpoint to read: the model at its initialisation stands in for the trained one.
+  monkeypatch.setattr(
+    workdir, "restore", lambda w, which=None: workdir.initial(workdir.read_config(w))
+  )
+  seen = []
+
+  def features(*args, buckets, **kwargs):
+    seen.append(buckets)
+    raise _Stop
+
+  monkeypatch.setattr(lp, "extract_features", features)
+  with pytest.raises(_Stop):
+    lp.probe_workdir(tmp_path, max_games=2)
+  assert seen == [DataSpec().bucket_lengths] and seen[0][0] == 64 and seen[0][-1] == 1024
+
+
 @pytest.mark.slow
 def test_probe_finds_the_board_in_a_world_model(world_model_workdir, tmp_path):
   out = tmp_path / "out"

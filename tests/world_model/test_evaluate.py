@@ -254,6 +254,29 @@ def test_track_prints_every_ply(run_dir, restored, monkeypatch, capsys, tmp_path
   assert capsys.readouterr().out.count("\n  8 ") == len(OPENING) + 1
 
 
+def test_track_takes_every_evaluators_flags(run_dir, restored, monkeypatch, capsys, tmp_path):
+  """`--checkpoint` as every evaluation of a workdir (`chessjax.cli`); a bad input is one line."""
+  with pytest.raises(SystemExit):
+    track.main(["--workdir", str(tmp_path / "missing"), "--moves", "e2e4"])
+  err = capsys.readouterr().err
+  assert "error: " in err and "not a training workdir" in err
+  asked = []
+  monkeypatch.setattr(workdir, "restore", lambda wd, which=None: asked.append(which) or restored)
+  assert track.main(["--workdir", str(run_dir), "--moves", "e2e4", "--checkpoint", "latest"]) == 0
+  assert track.main(["--workdir", str(run_dir), "--moves", "e2e4"]) == 0
+  assert asked == ["latest", None]  # None: best if the workdir has it, else latest.
+  assert capsys.readouterr().out.count("checkpoint step 4, 1 plies") == 2
+  with pytest.raises(SystemExit):
+    track.main(["--workdir", str(run_dir), "--moves", "e2e4", "--checkpoint", "newest"])
+  assert "invalid choice: 'newest'" in capsys.readouterr().err
+  corrupt = tmp_path / "game.pgn.gz"
+  corrupt.write_bytes(b"not gzip data")
+  with pytest.raises(SystemExit):
+    track.main(["--workdir", str(run_dir), "--pgn", str(corrupt)])
+  assert "error: Not a gzipped file" in capsys.readouterr().err
+  assert asked == ["latest", None]  # Refused before the model is restored.
+
+
 def test_track_names_the_illegal_ply(run_dir, restored, capsys):
   with pytest.raises(ValueError, match="ply 3: illegal move 'e1e3'"):
     track.track(run_dir, "e2e4 e7e5 e1e3", restored=restored)

@@ -22,9 +22,11 @@ PAPER = report.paper_results()
 def _workdir(root: Path, name, family, size, *, schedule, lr, floor=0.1, loss, evals=None, **h):
   w = root / name
   (w / "eval").mkdir(parents=True)
-  config = {
+  config = {  # What the spec needs of a world model's config.json (chessjax.spec.TrainSpec).
     "family": family,
     "size": size,
+    "seed": 0,
+    "data": {},
     "optim": {
       "lr": lr,
       "warmup_steps": 10,
