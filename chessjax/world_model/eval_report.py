@@ -159,7 +159,9 @@ def results_markdown(results: dict[str, dict], run_dir) -> str:
 def strata_markdown(results: dict[str, dict]) -> list[str]:
   """Lines of the strata table: ExactState, the squares' accuracy and the worst label group on
   the hard steps (`chessjax.world_model.strata`), each beside the same model's on the other steps
-  at the same plies (`matched`), and the split's overall ExactState."""
+  at the same plies (`matched`), and the split's overall ExactState; then the transition error
+  (of the steps whose previous step was exact, the share made wrong there), beside the matched
+  steps'."""
   lines = [
     "",
     "## Hard steps (strata): ExactState % and the worst label group",
@@ -167,11 +169,13 @@ def strata_markdown(results: dict[str, dict]) -> list[str]:
     "Steps where a capture, check, king move, promotion, lost castling right, legal en-passant "
     "capture or change of the e.p. label happens, and the steps right after (`after_`). Matched: "
     "the other steps at the same plies, weighted as the stratum's (events come at their own "
-    "plies, and ExactState falls with the ply); overall ExactState for comparison.",
+    "plies, and ExactState falls with the ply); overall ExactState for comparison. Transition "
+    "error: of the steps whose previous step was exact, the share not exact (the state broken at "
+    "this step), beside the matched steps'.",
     "",
     "| dataset | stratum | steps | ExactState % | matched % | vs overall | pieces % | matched % "
-    "| worst group (acc. %; matched %) |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    "| worst group (acc. %; matched %) | transition error % | matched % |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
   ]
   pct = lambda v: "-" if v is None else f"{100 * v:.2f}"  # noqa: E731
   for name, r in results.items():
@@ -180,15 +184,17 @@ def strata_markdown(results: dict[str, dict]) -> list[str]:
     overall = 100 * r["exact_state"]
     for stratum, s in r["strata"].items():
       if not s["steps"]:
-        lines.append(f"| {name} | {stratum} | 0 | - | - | - | - | - | - |")
+        lines.append(f"| {name} | {stratum} | 0 | - | - | - | - | - | - | - | - |")
         continue
       m = s.get("matched") or {"exact_state": None, "groups": {}}  # Results before `matched`.
       exact = 100 * s["exact_state"]
       group, acc = min(s["groups"].items(), key=lambda kv: kv[1])
+      te = s.get("transition_error") or {"error": None, "matched": {"error": None}}
       lines.append(
         f"| {name} | {stratum} | {s['steps']:,} | {exact:.2f} | {pct(m['exact_state'])} | "
         f"{exact - overall:+.2f} | {pct(s['groups']['pieces'])} | "
-        f"{pct(m['groups'].get('pieces'))} | {group} ({pct(acc)}; {pct(m['groups'].get(group))}) |"
+        f"{pct(m['groups'].get('pieces'))} | {group} ({pct(acc)}; {pct(m['groups'].get(group))}) | "
+        f"{pct(te['error'])} | {pct(te['matched']['error'])} |"
       )
   return lines
 

@@ -24,6 +24,13 @@ the ply: a stratum's score alone says as much about when its events happen as ab
 So beside each stratum's scores the accumulator gives `matched`: the same model's scores on the
 other steps (those not in the stratum) at the same plies, each ply weighted by the stratum's
 steps there. A stratum below its `matched` is a rule the model gets wrong, not a late ply.
+
+ExactState at a step also carries every earlier error: once a game's state is wrong it tends to
+stay wrong, so a stratum late in games scores low whatever its rule. `transition_error` isolates
+the rule: of the stratum's steps t >= 1 whose previous step t - 1 was exact, the share that are
+not exact at t (the model broke the state at this very step), beside the same share over the
+other steps at the same plies whose previous step was exact (`matched`, weighted by the
+stratum's such steps at each ply).
 """
 
 import hashlib
@@ -92,6 +99,11 @@ class StrataAccumulator:
     self.all_steps = np.zeros(0, np.int64)  # [P]
     self.all_exact = np.zeros(0, np.int64)
     self.all_group_correct = np.zeros((0, len(GROUP_NAMES)), np.int64)
+    # Steps t >= 1 whose step t - 1 was exact, and those of them not exact at t.
+    self.kept = np.zeros((len(NAMES), 0), np.int64)  # [S, P]
+    self.broken = np.zeros((len(NAMES), 0), np.int64)
+    self.all_kept = np.zeros(0, np.int64)  # [P]
+    self.all_broken = np.zeros(0, np.int64)
 
   def _grow(self, plies: int) -> None:
     if plies <= self.plies:
@@ -106,6 +118,8 @@ class StrataAccumulator:
     self.group_correct = pad(self.group_correct, 1)
     self.all_steps, self.all_exact = pad(self.all_steps, 0), pad(self.all_exact, 0)
     self.all_group_correct = pad(self.all_group_correct, 0)
+    self.kept, self.broken = pad(self.kept, 1), pad(self.broken, 1)
+    self.all_kept, self.all_broken = pad(self.all_kept, 0), pad(self.all_broken, 0)
     self.plies = plies
 
   def add(self, flags: np.ndarray, exact: np.ndarray, group_correct: np.ndarray) -> None:
@@ -122,13 +136,22 @@ class StrataAccumulator:
     self.all_steps[:t] += 1
     self.all_exact[:t] += exact
     self.all_group_correct[:t] += group_correct
+    kept = np.r_[0, exact[:-1]]  # Step t - 1 exact (none before step 0).
+    broken = kept * (1 - exact)
+    self.kept[:, :t] += f * kept
+    self.broken[:, :t] += f * broken
+    self.all_kept[:t] += kept
+    self.all_broken[:t] += broken
 
   def result(self) -> dict:
-    """{stratum: {steps, exact_state, groups: {group: accuracy}, matched}}: `matched` holds the
-    other steps' exact_state and groups at the stratum's plies (each ply weighted by the
-    stratum's steps there; plies without another step are left out) and `steps`, the stratum's
-    steps so matched. Metrics are None for a stratum with no step (e.g. no promotion in a short
-    split) or none matched."""
+    """{stratum: {steps, exact_state, groups: {group: accuracy}, matched, transition_error}}:
+    `matched` holds the other steps' exact_state and groups at the stratum's plies (each ply
+    weighted by the stratum's steps there; plies without another step are left out) and `steps`,
+    the stratum's steps so matched. `transition_error` is {steps, error, matched: {steps,
+    error}}: of the stratum's steps whose previous step was exact, how many and the share not
+    exact, and the same share over the other such steps at the same plies, weighted likewise.
+    Metrics are None for a stratum with no step (e.g. no promotion in a short split) or none
+    matched."""
     out = {}
     for i, name in enumerate(NAMES):
       n = int(self.steps[i].sum())
@@ -140,7 +163,22 @@ class StrataAccumulator:
       exact = weight @ ((self.all_exact - self.exact[i]) / per)
       groups = weight @ ((self.all_group_correct - self.group_correct[i]) / per[:, None])
       out[name]["matched"] = _scores(matched, exact, groups)
+      out[name]["transition_error"] = self._transition_error(i)
     return out
+
+  def _transition_error(self, i: int) -> dict:
+    """Stratum i's share of broken steps among those whose previous step was exact, beside the
+    other such steps' share at the same plies (each ply weighted by the stratum's kept steps)."""
+    n = int(self.kept[i].sum())
+    others = self.all_kept - self.kept[i]
+    weight = np.where(others > 0, self.kept[i], 0).astype(np.float64)
+    matched = int(weight.sum())
+    error = weight @ ((self.all_broken - self.broken[i]) / np.maximum(others, 1))
+    return {
+      "steps": n,
+      "error": float(self.broken[i].sum() / n) if n else None,
+      "matched": {"steps": matched, "error": float(error / matched) if matched else None},
+    }
 
 
 def _scores(steps: int, exact: float, group_correct: np.ndarray) -> dict:

@@ -430,6 +430,20 @@ def test_strata_matched_weighs_the_other_steps_by_the_stratum_plies():
   assert r["promotion"]["matched"] == {
     "steps": 0, "exact_state": None, "groups": dict.fromkeys(strata.GROUP_NAMES),
   }  # fmt: skip
+  # transition_error: the steps whose previous step was exact. Captures: G1 ply 1 (broken), G1
+  # ply 3 and G2 ply 1 (kept exact); the others at ply 1 (G3, kept) and ply 3 (G3, broken).
+  assert c["transition_error"] == {
+    "steps": 3, "error": pytest.approx(1 / 3),
+    "matched": {"steps": 3, "error": pytest.approx((2 * 0 + 1 * 1) / 3)},
+  }  # fmt: skip
+  # Checks: ply 0 has no previous step, ply 2 follows a wrong step; plies 1 (broken) and 3 stay.
+  assert k["transition_error"] == {
+    "steps": 2, "error": pytest.approx(1 / 2),
+    "matched": {"steps": 2, "error": pytest.approx((0 + 1) / 2)},
+  }  # fmt: skip
+  assert r["promotion"]["transition_error"] == {
+    "steps": 0, "error": None, "matched": {"steps": 0, "error": None},
+  }  # fmt: skip
 
 
 def test_strata_cache_is_keyed_by_the_definitions(data, monkeypatch, tmp_path):
