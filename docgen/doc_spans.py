@@ -15,6 +15,7 @@ from docgen import (
   perf_spans,
   record_tables,
   track_spans,
+  verdict,
 )
 from docgen.findings import name, record
 from launch import cwm_tables
@@ -349,6 +350,8 @@ def reproduce_reruns() -> str:
 
 SPANS["claims:TABLES"] = claims.claims_markdown
 SPANS["claims:HOURS"] = claims.per_run_hours
+SPANS["claims:H200_NOTE"] = claims.h200_note
+SPANS["claims:RULE"] = lambda: verdict.RULE
 
 record_tables.register(SPANS)
 perf_spans.register(SPANS)
