@@ -146,7 +146,7 @@ SPANS["wm:X4_FIRST_WRONG"] = lines(findings_long.x4_first_wrong_and_beyond)
 @span("readme:D128_TABLE")
 def readme_d128() -> str:
   """The README's d128 table: per family, seeds, real and random-uniform loss and ExactState
-  (mean [min-max] over seeds; the paper's d128 ExactState in brackets)."""
+  (mean [min-max] over seeds; the paper's d128 ExactState in parentheses)."""
   rec = record("bench_cwm_mini")
   s = cwm_tables.summarize(rec["runs"])
   out = [
