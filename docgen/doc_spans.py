@@ -396,7 +396,7 @@ def readme_cwm_claims() -> str:
 
 @span("readme:X4")
 def readme_x4() -> str:
-  return "\n".join(findings_long.x4_slice_gap()[:1] + findings_long.x4_gains_and_leaders()[1:2])
+  return "\n".join(findings_long.x4_slice_gap()[:1] + ["", *findings_long.x4_leaders_table()])
 
 
 @span("readme:LM")
