@@ -2,8 +2,8 @@
 
 Each function takes the records of `launch.cwm_mini` (docs/results/bench_cwm_{mini,whole,long,
 x4}.json: one row per run, `cwm_tables` reads the same rows) and returns Markdown lines: who beats
-whom on which metric in how many seeds, gaps and how they change, where a curve peaks, whether a
-claim of Walker & Lyons (2026) holds, partly holds or cannot be tested at this scale. The docs
+whom on which metric in how many seeds, gaps and how they change, where a curve peaks, and a
+claim of Walker & Lyons (2026)'s status under the claims' one rule (`docgen.verdict`). The docs
 show them between `<!-- wm:NAME -->` markers (`docgen.docs`), so a sentence that says more than
 its record, or a number edited by hand, fails tests/test_results_records.py.
 

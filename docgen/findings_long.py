@@ -6,6 +6,7 @@ lines between `<!-- wm:NAME -->` markers (`docgen.docs`).
 """
 
 from chessjax.world_model import grid
+from docgen import verdict
 from docgen.findings import (
   SPLIT_NAMES,
   _join,
@@ -52,20 +53,18 @@ def diagonal_slice_blowup() -> list[str]:
   held = {
     k: ratio(runs) >= BLOWUP for k, runs in (("bench_cwm_long", short), ("bench_cwm_whole", whole))
   }
-  if all(held.values()):
-    verdict = "reproduced"
-  elif any(held.values()):
-    verdict = (
-      f"reproduced qualitatively when training is cut to {trained['bench_cwm_long']} steps, "
-      f"not under the {trained['bench_cwm_whole']}-step protocol"
+  cells = {k: [verdict.sign(v)] for k, v in held.items()}
+  said = verdict.status(cells)
+  if said == verdict.PARTLY:
+    said += (
+      f": it holds when training is cut to {trained['bench_cwm_long']} steps, not under the "
+      f"{trained['bench_cwm_whole']}-step protocol (one seed)"
     )
-  else:
-    verdict = "not reproduced"
   d, s, w = short["slice_diag"]["random"], short["slice"]["random"], whole
   dl, sl = d["long"], s["long"]
   real_d, real_s = short["slice_diag"]["real"]["long"], short["slice"]["real"]["long"]
   lines = [
-    f"* **Claim: Diagonal SLiCE's random-uniform loss blows up (Table 10). {verdict.capitalize()}"
+    f"* **Claim: Diagonal SLiCE's random-uniform loss blows up (Table 10). {said.capitalize()}"
     f".** Whole random-uniform games, seed 0: trained on {trained['bench_cwm_long']} steps "
     f"{loss(d['loss'])} against {name('slice')}'s {loss(s['loss'])} "
     f"({_ratio(d['loss'], s['loss'])}); trained on {trained['bench_cwm_whole']} steps "
@@ -112,7 +111,7 @@ def collapse_claim() -> list[str]:
       b = r[split]["long"]["bins"]
       at += [e for s, e in zip(b["start"], b["exact_state"], strict=True) if s == trained - 20]
   held = sum(e > 0 for e in at)
-  verdict = "Cannot be tested at this scale" if not held else "Testable"
+  said_status = verdict.NOT_RUN.capitalize() if not held else "Testable"
   if held:
     said = (
       f"above 0.00% for {held} of the {len(at)} runs and splits (the highest {pct(max(at))}%): "
@@ -127,7 +126,7 @@ def collapse_claim() -> list[str]:
     )
   return [
     f"* **Claim: models hold their exact state for a while, then collapse (Appendix F). "
-    f"{verdict}.** ExactState in the 20 plies before ply {trained} is {said}",
+    f"{said_status}.** ExactState in the 20 plies before ply {trained} is {said}",
     *exact_state_horizon("bench_cwm_long"),
   ]
 
