@@ -2,20 +2,23 @@
 chessjax shows of it and at which scale, the record or command behind that, and what testing it
 at the paper's scale would cost.
 
-Each claim's status is computed from the records (docs/results/*.json) by `docgen.findings`,
-`docgen.findings_long` and the functions below; the cost is an estimate in GPU-hours from the
-H200 steps measured by `benchmarks.bench_device` (docs/results/bench_device_h200.json): a paper
-stage-2 run is 310,944 steps, each taken at the measured d512 batch-128 step of 256-step games.
-That step is an upper bound for the paper's smaller sizes (d128-d384 were not timed at batch
-128) and for its real-game batches, which are padded to their longest game, not to 256 steps.
+Each claim is split into the cells it names (families, sizes, splits, metrics; `docgen.verdict`),
+each cell filled from the records (docs/results/*.json; None where no record holds it), and its
+status is `verdict.status` of those cells: no status here is written by hand. The cost is the
+train steps' GPU-hours only (no validation, data loading or checkpoints), from the H200 steps
+measured by `benchmarks.bench_device` (docs/results/bench_device_h200.json): a paper stage-2 run is
+310,944 steps, each at the measured d512 batch-128 step of 256-step games, and the paper runs
+every stage-2 cell twice, once per cosine floor. That step is an upper bound for the paper's
+smaller sizes (d128-d384 were not timed at batch 128) and for its real-game batches, which are
+padded to their longest game, not to 256 steps.
 """
 
 import math
 
 from chessjax.world_model import grid
-from docgen import findings, findings_long
-from docgen.findings import name, pct, record
-from launch.cwm_tables import ABLATIONS, MAIN
+from docgen import findings, findings_long, verdict
+from docgen.findings import claim_cells, name, pct, record
+from launch.cwm_tables import ABLATIONS, BIN, MAIN
 
 PAPERS = {
   "cwm": "Walker & Lyons (2026), Chess-World-Model",
@@ -23,11 +26,18 @@ PAPERS = {
   "atomic": "Co & Konuganti (2026), Atomic chess",
 }
 SIZES = ("d128", "d256", "d384", "d512")
+# Stage 2 trains each cell's selected configuration once per cosine floor (0.1 and 0.01 x lr) and
+# reports the one with the lower validation loss (Walker & Lyons, Appendix C; SPEC.md section 6).
+FLOORS = 2
+# The Mamba-3 the paper trains: MIMO rank 4 (Walker & Lyons, Appendix A), in bfloat16.
+PAPER_FAMILY = {"mamba3": "mamba3_mimo"}
+CWM_RECORDS = ("bench_cwm_mini", "bench_cwm_whole", "bench_cwm_long", "bench_cwm_x4")
 
 
 def stage2_hours(family: str) -> float | None:
-  """GPU-hours of one paper stage-2 run of `family` at the H200's measured d512 batch-128 step
-  (float32 with TF32 matmuls, the paper's precision; Mamba-3 bfloat16, as the paper trained it)."""
+  """GPU-hours of the train steps of one paper stage-2 run of `family` at the H200's measured d512
+  batch-128 step (float32 with TF32 matmuls, the paper's precision; Mamba-3 bfloat16, as the
+  paper trained it)."""
   dtype = "bfloat16" if family.startswith("mamba3") else "float32"
   rows = record("bench_device_h200")["rows"]
   ms = [r["ms"] for r in rows if r["name"] == f"{family} d512 b128 {dtype}" and r["status"] == "ok"]
@@ -35,15 +45,31 @@ def stage2_hours(family: str) -> float | None:
 
 
 def cost(families, sizes) -> str:
-  """The stage-2 runs of `families` x `sizes`, at most their d512 steps' GPU-hours."""
-  hours = [stage2_hours(f) for f in families]
-  runs = len(families) * len(sizes)
-  what = f"{runs} stage-2 run{'s' if runs > 1 else ''}"
+  """The paper's stage-2 runs of `families` x `sizes` x both floors: at most their d512 train
+  steps' GPU-hours (Mamba-3 at MIMO rank 4, SISO beside it)."""
+  runs = len(families) * len(sizes) * FLOORS
+  what = (
+    f"{runs} stage-2 runs ({len(families)} famil{'ies' if len(families) > 1 else 'y'} x "
+    f"{len(sizes)} size{'s' if len(sizes) > 1 else ''} x {FLOORS} floors)"
+  )
+  hours = [stage2_hours(PAPER_FAMILY.get(f, f)) for f in families]
   if any(h is None for h in hours):
     return f"{what}; no measured H200 step for some of them"
-  total = len(sizes) * sum(hours)
   bound = "" if sizes == ("d512",) else "at most "
-  return f"{what}: {bound}{total:.0f} GPU-hours on an H200 (estimate)"
+  out = f"{what}: {bound}{len(sizes) * FLOORS * sum(hours):.0f} GPU-hours"
+  if "mamba3" in families:
+    siso = [stage2_hours(f) for f in families]
+    out += f" (Mamba-3 at MIMO rank 4; SISO: {len(sizes) * FLOORS * sum(siso):.0f})"
+  return out
+
+
+def cwm_size(rec_name: str) -> str:
+  """The model size of a `launch.cwm_mini` record's runs (the command trains d128 only)."""
+  return record(rec_name)["args"].get("size", "d128")
+
+
+def sizes_run() -> set[str]:
+  return {cwm_size(r) for r in CWM_RECORDS}
 
 
 def horizon_words(rec_name: str) -> str:
@@ -63,95 +89,246 @@ def horizon_words(rec_name: str) -> str:
   )
 
 
+def best_run(split: str) -> tuple[float, str, str]:
+  """(ExactState, family, 'record words') of the best run on `split` over the CWM records."""
+  out = []
+  for rec_name in CWM_RECORDS:
+    rec = record(rec_name)
+    a = rec["args"]
+    cut = f", trained on {a['max_len']}-step games" if a["max_len"] != 256 else ""
+    for r in rec["runs"]:
+      words = f"{cwm_size(rec_name)}, {a['steps']:,} steps{cut}, seed {r['seed']}"
+      out.append((r[split]["exact_state"], r["family"], words))
+  return max(out)
+
+
+def _half_ply(bins: dict, metric: str) -> int | None:
+  """The first bin start whose `metric` is below half its first bin's; None when none is."""
+  first = bins[metric][0]
+  return next((s for s, v in zip(bins["start"], bins[metric], strict=True) if v < first / 2), None)
+
+
+def _families(found: dict[str, list[str]]) -> str:
+  """'STATUS for A and B; STATUS for C (...)': families grouped by their status, in order."""
+  parts = []
+  for st, fams in found.items():
+    parts.append(f"{st} for {findings._join(fams)}")
+  return "; ".join(parts)
+
+
+def _per_family(cells: dict) -> str:
+  """Each family's own status under the rule, with where it holds when only partly."""
+  groups = verdict.by_group(cells, lambda k: k[-3])
+  out: dict[str, list[str]] = {}
+  for family, sub in groups.items():
+    st = verdict.status(sub)
+    out.setdefault(st, []).append(
+      name(family) + ("" if st in (verdict.HOLDS, verdict.NOT_RUN) else f" ({findings.where(sub)})")
+    )
+  return _families(out)
+
+
+def seeds_words(rows, families) -> str:
+  seeds = sorted({r["seed"] for r in rows if r["family"] in families})
+  return "one seed" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+
+
 def _cwm() -> list[tuple]:
   mini = record("bench_cwm_mini")
   rows = mini["runs"]
-  holds = {}
-  for family in MAIN[1:]:
-    counts, n = findings._counts(rows, "transformer", family, "better")
-    holds[family] = findings._verdict(counts, n)
-  ab = {}
-  for ablation, main in ABLATIONS.items():
-    counts, n = findings._counts(rows, main, ablation, "worse")
-    ab[ablation] = findings._verdict(counts, n, splits=("random",))
-  scale = f"d128, {mini['args']['steps']:,} steps of batch {mini['args']['batch_size']}"
-  best_real = max(r["real"]["exact_state"] for r in rows)
-  x4 = record("bench_cwm_x4")
-  best_random = max(r["random"]["exact_state"] for r in x4["runs"])
-  top = max(x4["runs"], key=lambda r: r["random"]["exact_state"])
+  size = cwm_size("bench_cwm_mini")
+  run = sizes_run()
+  scale = f"{size}, {mini['args']['steps']:,} steps of batch {mini['args']['batch_size']}"
   p8 = {
     (r["family"], r["size"], r["split"]): r for r in findings.paper()["tables"]["table8"]["rows"]
   }
-  sat = [p8[f, "d384", "real"]["exact_state"] for f in MAIN]
-  disc = [p8[f, "d512", "random"]["exact_state"] for f in MAIN]
-  blow = findings_long.diagonal_slice_blowup()[0].split("**")[1].split(". ", 1)[1].rstrip(".")
-  collapse = horizon_words("bench_cwm_long")
-  shown = sum(v == "holds" for v in holds.values())
+  out = []
 
-  def status(n_hold, n):
-    return "shown" if n_hold == n else ("not shown" if n_hold == 0 else "partly")
-
-  return [
+  # 1. The recurrent families against the Transformer at d128 and d256.
+  sizes = ("d128", "d256")
+  c1 = {}
+  for sz in sizes:
+    for family in MAIN[1:]:
+      for key, v in claim_cells(rows, "transformer", family, "better").items():
+        c1[(sz, *key)] = v if sz == size else None
+  missing = [sz for sz in sizes if sz not in run]
+  at = {k[1:]: v for k, v in c1.items() if k[0] == size}
+  out.append(
     (
       "The recurrent models strongly outperform the Transformer at d128 and d256 (3M and 8M "
       "parameters).",
       "Table 8, d128 and d256 rows; Figure 3",
-      f"{status(shown, len(holds))} at d128: "
-      + "; ".join(f"{v} for {name(f)}" for f, v in holds.items())
-      + f" ({scale}, seeds 0-2); d256 not run",
+      f"{verdict.status(c1)}: at {size} {_per_family(at)} ({scale}, "
+      f"{seeds_words(rows, MAIN)}, every seed against the same seed's Transformer, both splits, "
+      f"loss, Labelwise and ExactState)"
+      + (f"; {findings._join(missing)} not run" if missing else ""),
       "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
-      cost(MAIN, ("d128", "d256")),
-    ),
+      cost(MAIN, sizes),
+    )
+  )
+
+  # 2. Real games saturate from d384; random-uniform discriminative to d512.
+  c2 = {(sz, f): None for sz in ("d384", "d512") for f in MAIN}
+  best, fam, words = best_run("real")
+  sat = [p8[f, "d384", "real"]["exact_state"] for f in MAIN]
+  disc = [p8[f, "d512", "random"]["exact_state"] for f in MAIN]
+  out.append(
     (
       "Held-out real-game performance saturates from d384; the random-uniform split stays "
       "discriminative up to d512.",
       f"Table 8: real ExactState {min(sat):.2f}-{max(sat):.2f}% at d384, random-uniform "
       f"{min(disc):.2f}-{max(disc):.2f}% at d512",
-      f"not shown: d384 and d512 not run; the best real ExactState here is {pct(best_real)}% "
-      f"({scale})",
+      f"{verdict.status(c2)}: d384 and d512 not run; the best real ExactState here is "
+      f"{pct(best)}% ({name(fam)}, {words})",
       "-",
       cost(MAIN, ("d384", "d512")),
-    ),
+    )
+  )
+
+  # 3. The ablations on random-uniform games.
+  c3 = {}
+  for ablation, main in ABLATIONS.items():
+    c3.update(claim_cells(rows, main, ablation, "worse", splits=("random",)))
+  per = []
+  for ablation, main in ABLATIONS.items():
+    sub = {k: v for k, v in c3.items() if k[0] == ablation}
+    st = verdict.status(sub)
+    where = "" if st == verdict.HOLDS else f" ({findings.where(sub)})"
+    per.append(f"{st} for {name(ablation)} against {name(main)}{where}")
+  out.append(
     (
       "Less expressive state transitions reduce random-uniform performance for all three "
       "recurrent families.",
       "Tables 9-10; Figure 4",
-      f"{status(sum(v == 'holds' for v in ab.values()), len(ab))} at d128: "
-      + "; ".join(
-        f"{v} for {name(a)} against {name(m)}"
-        for a, (m, v) in ((a, (ABLATIONS[a], ab[a])) for a in ab)
-      )  # fmt: skip
-      + f" ({scale}, seeds 0-1)",
+      f"{verdict.status(c3)}: " + "; ".join(per) + f" ({scale}, "
+      f"{seeds_words(rows, ABLATIONS)}, random-uniform loss, Labelwise and ExactState)",
       "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
       cost(tuple(ABLATIONS), SIZES),
-    ),
+    )
+  )
+
+  # 4. Diagonal SLiCE's random-uniform loss blows up.
+  c4, ratios = {}, {}
+  for rec_name in ("bench_cwm_long", "bench_cwm_whole"):
+    runs = findings._runs(record(rec_name))
+    ratio = runs["slice_diag"]["random"]["loss"] / runs["slice"]["random"]["loss"]
+    key = record(rec_name)["args"]["max_len"]
+    ratios[key] = ratio
+    c4[key] = [verdict.sign(ratio >= findings_long.BLOWUP)]
+  out.append(
     (
       "Diagonal SLiCE is numerically unstable out of distribution: a very large random-uniform "
       "cross-entropy.",
       "Table 10, Diagonal SLiCE rows (d128-d384)",
-      f"partly: {blow[0].lower() + blow[1:]} (d128, seed 0)",
+      f"{verdict.status(c4)}: "
+      + verdict.which(c4, lambda k: f"the {k}-step training cut (x{ratios[k]:.3g} SLiCE's loss)")
+      + f" (a blow-up: at least {findings_long.BLOWUP:g} times SLiCE's whole-game random-uniform "
+      f"loss; {size}, one seed)",
       "[bench_cwm_long.json](results/bench_cwm_long.json), "
       "[bench_cwm_whole.json](results/bench_cwm_whole.json); `python -m launch.cwm_mini "
       "--max-len 128 --eval-max-len 1024 --tag _L128`",
       cost(("slice_diag", "slice"), SIZES),
-    ),
-    (
-      "ExactState collapses long before Labelwise; Gated DeltaNet holds to about ply 180, then "
-      "falls abruptly, Mamba-3 and SLiCE decay gradually.",
-      "Appendix F, Tables 11-12 (d512, random-uniform)",
-      f"not shown: cannot be tested at this scale; {collapse} (d128, seed 0, trained on 128 steps)",
-      "[bench_cwm_long.json](results/bench_cwm_long.json)",
-      cost(MAIN, ("d512",)),
-    ),
+    )
+  )
+
+  # 5. ExactState collapses before Labelwise; the shape of each family's fall.
+  out.append(_collapse_row())
+
+  # 6. About 80% random-uniform ExactState at d512.
+  c6 = {("d512", "mamba3"): None}
+  best, fam, words = best_run("random")
+  out.append(
     (
       "The strongest model reaches about 80% random-uniform ExactState.",
       f"Table 8, d512: Mamba-3 {p8['mamba3', 'd512', 'random']['exact_state']:.2f}%",
-      f"not shown: d512 not run; the best random-uniform ExactState here is {pct(best_random)}% "
-      f"({name(top['family'])}, d128, {x4['args']['steps']:,} steps, seed 0)",
+      f"{verdict.status(c6)}: d512 not run; the best random-uniform ExactState here is "
+      f"{pct(best)}% ({name(fam)}, {words})",
       "[bench_cwm_x4.json](results/bench_cwm_x4.json)",
       cost(("mamba3",), ("d512",)),
-    ),
-  ]
+    )
+  )
+  return out
+
+
+def _collapse_row() -> tuple:
+  """Claim 5: its first clause per Table 11 family on the long-game record's random-uniform games
+  (ExactState below half its first bin's value at an earlier ply than Labelwise, which may never
+  be); its second (the shape of the fall past ply 160) not testable where a run holds no exact
+  state there."""
+  rec = record("bench_cwm_long")
+  runs = findings._runs(rec)
+  families = list(dict.fromkeys(r["family"] for r in findings.paper()["tables"]["table11"]["rows"]))
+  first, plies = {}, {}
+  for f in families:
+    if f not in runs:
+      first[f] = None
+      continue
+    b = runs[f]["random"]["long"]["bins"]
+    e, lw = _half_ply(b, "exact_state"), _half_ply(b, "labelwise")
+    plies[f] = (e, lw)
+    first[f] = [verdict.sign(e is not None and (lw is None or e < lw))]
+  late = {}
+  for f in ("gated_deltanet", "mamba3", "slice"):
+    b = runs[f]["random"]["long"]["bins"]
+    at = [v for s, v in zip(b["start"], b["exact_state"], strict=True) if 160 <= s < 160 + BIN]
+    late[f] = None if not at or at[0] < 0.01 else _shape(b, f)
+  cells = {**{("first", f): v for f, v in first.items()},
+           **{("second", f): v for f, v in late.items()}}  # fmt: skip
+  held = [p for p in plies.values() if p[0] is not None]
+  lw_never = all(p[1] is None for p in plies.values())
+  st1 = verdict.status({k: v for k, v in cells.items() if k[0] == "first"})
+  st2 = verdict.status({k: v for k, v in cells.items() if k[0] == "second"})
+  return (
+    "ExactState collapses long before Labelwise; Gated DeltaNet holds to about ply 180, then "
+    "falls abruptly, Mamba-3 and SLiCE decay gradually.",
+    "Appendix F, Tables 11-12 (d512, random-uniform)",
+    f"{verdict.status(cells)}: the first clause {st1} ({len(plies)} families, random-uniform "
+    f"games, one seed: ExactState falls below half its first bin's value from ply "
+    f"{max(p[0] for p in held)} on at the latest, Labelwise "
+    + ("never falls below half of its" if lw_never else "later")
+    + f"); the rest {st2}: {horizon_words('bench_cwm_long')} (d128, one seed, trained on "
+    f"{rec['args']['max_len']} steps)",
+    "[bench_cwm_long.json](results/bench_cwm_long.json)",
+    cost(MAIN, ("d512",)),
+  )
+
+
+def _shape(bins: dict, family: str) -> list[int]:
+  """Gated DeltaNet: holds to ply 180 (its ExactState there at least half its first bin's) and
+  then halves within one bin; the others: no bin from ply 160 on halves the one before it."""
+  e = [v for s, v in zip(bins["start"], bins["exact_state"], strict=True) if s >= 160]
+  first = bins["exact_state"][0]
+  drops = [b < a / 2 for a, b in zip(e, e[1:], strict=False)]
+  if family == "gated_deltanet":
+    return [verdict.sign(e[0] >= first / 2 and any(drops))]
+  return [verdict.sign(not any(drops))]
+
+
+def _lm_cells(runs: dict, notation: str) -> dict:
+  """Claim (b)'s cells for `notation` (rap or ap) against UCI: each backbone run with both, by dev
+  perplexity (lower is the claim's way) and End-Actual ExM (higher); one seed each."""
+  cells = {}
+  for b in LM_BACKBONES:
+    if f"{b}-uci" not in runs or f"{b}-{notation}" not in runs:
+      continue
+    u, a = runs[f"{b}-uci"], runs[f"{b}-{notation}"]
+    cells[b, "ppl"] = [verdict.sign(a["perplexity"]["dev"] < u["perplexity"]["dev"])]
+    cells[b, "exm"] = [verdict.sign(a["end"]["exm"] > u["end"]["exm"])]
+  return cells
+
+
+# The backbones of lm_train_s.json trained with every notation, and Table 6's models that do not
+# attend to the whole history (the claim's "a 50-token window, the Reformer, the Performer (and the
+# LSTM)"), each by its run key.
+LM_BACKBONES = {"gpt2": "GPT-2 micro", "gdn": "Gated DeltaNet"}
+TABLE6_OTHERS = {
+  "gpt2w50": "GPT-2 (w = 50)", "reformer": "Reformer", "performer": "Performer", "lstm": "LSTM",
+}  # fmt: skip
+TABLE6_METRICS = {
+  "lgm": "End-Actual accuracy", "r_precision": "End-Actual R-Precision",
+  "other_lgm": "End-Other accuracy", "other_r_precision": "End-Other R-Precision",
+}  # fmt: skip
+LM_METRICS = {"ppl": "dev perplexity", "exm": "End-Actual ExM"}
 
 
 def _lcb() -> list[tuple]:
@@ -167,28 +344,59 @@ def _lcb() -> list[tuple]:
     for r in findings_paper_lm("table3")
     if r["train"] == "S" and r["model"] == "gpt2"
   }
-  rap = runs["gpt2-rap"]["perplexity"]["dev"] / runs["gpt2-uci"]["perplexity"]["dev"]
-  gdn_ap = runs["gdn-ap"]["perplexity"]["dev"] / runs["gdn-uci"]["perplexity"]["dev"]
-  gpt_ap = runs["gpt2-ap"]["perplexity"]["dev"] / runs["gpt2-uci"]["perplexity"]["dev"]
+  ratio = {
+    (b, n): runs[f"{b}-{n}"]["perplexity"]["dev"] / runs[f"{b}-uci"]["perplexity"]["dev"]
+    for b in LM_BACKBONES
+    for n in ("rap", "ap")
+  }
   paper_ap = ppl["ap"]["dev_perplexity"] / ppl["uci"]["dev_perplexity"]
-  exm = {k: runs[f"gpt2-{k}"]["end"]["exm"] for k in ("uci", "rap", "ap")}
-  t6 = {
-    "GPT-2": runs["gpt2-uci"], "GPT-2 (w = 50)": runs["gpt2w50-uci"],
-    "Reformer": runs["reformer-uci"], "Performer": runs["performer-uci"],
-    "LSTM": runs["lstm-uci"], "LSTM + RAP": runs["lstm-rap"],
-  }  # fmt: skip
-  order = sorted(t6, key=lambda k: -t6[k]["end"]["lgm"])
-  scale = "GPT-2 micro (1% of GPT-2 small's parameters), Train-S, 750 steps, one seed"
+  scale = "GPT-2 micro (1% of GPT-2 small's parameters) and models of its size, Train-S, 750 steps"
   none = "no measured H200 step for GPT-2 small (bench_device ran out of time before it)"
   big = {r["notation"]: r for r in findings_paper_lm("table5") if r["train"] == "L"}
+  # No record of a Train-L run: lm_train_s.json is Train-S only.
+  if (findings.REPO / "docs" / "results" / "lm_train_l.json").exists():
+    raise ValueError("docs/results/lm_train_l.json exists: give claim (a) its cells from it")
+  ca = {("L", "gpt2", m): None for m in ("lgm", "exm")}
+
+  def lm_row(notation: str) -> str:
+    cells = _lm_cells(runs, notation)
+    per = []
+    for b, sub in verdict.by_group(cells, lambda k: k[0]).items():
+      u, a = runs[f"{b}-uci"], runs[f"{b}-{notation}"]
+      per.append(
+        f"{LM_BACKBONES[b]} {verdict.status(sub)} (dev perplexity x{ratio[b, notation]:.2f} "
+        f"UCI's, End-Actual ExM {u['end']['exm']:g} -> {a['end']['exm']:g})"
+      )
+    return f"{verdict.status(cells)}: " + "; ".join(per) + f" ({scale}, one seed)"
+
+  gpt = runs["gpt2-uci"]
+  c6, margins = {}, []
+  for other in TABLE6_OTHERS:
+    for m in TABLE6_METRICS:
+      d = gpt["end"][m] - runs[f"{other}-uci"]["end"][m]
+      c6[other, m] = [verdict.sign(d > 0, tie=d == 0)]
+      margins.append((d, other, m))
+  small = min(x for x in margins if x[0] > 0) if any(x[0] > 0 for x in margins) else None
+  small_words = (
+    f"; the smallest margin {small[0]:.1f} points ({TABLE6_OTHERS[small[1]]}, "
+    f"{TABLE6_METRICS[small[2]]})"
+    if small
+    else ""
+  )
+  st6 = verdict.status(c6)
+  where6 = (
+    "GPT-2 micro above each of them on all four of Table 6's columns"
+    if st6 == verdict.HOLDS
+    else verdict.which(c6, lambda k: f"{TABLE6_OTHERS[k[0]]} {TABLE6_METRICS[k[1]]}")
+  )
   return [
     (
       "(a) With enough training data, Transformer language models learn to track pieces and "
       "predict legal moves with high accuracy from move sequences alone.",
       f"Table 5, Train-L: End-Actual LgM {big['uci']['lgm_actual_acc']:g}, ExM "
       f"{big['uci']['exm_acc']:g} (UCI)",
-      "not shown: only Train-S was run; at that size no model here is above the random-legal "
-      f"ExM ({rl:g}) with UCI",
+      f"{verdict.status(ca)}: only Train-S was run; at that size no model here is above the "
+      f"random-legal End-Actual ExM ({rl:g}) with UCI",
       "[lm_train_s.json](results/lm_train_s.json)",
       none,
     ),
@@ -198,18 +406,15 @@ def _lcb() -> list[tuple]:
       f"Tables 3 and 5, Train-S: dev perplexity {ppl['uci']['dev_perplexity']:g} -> "
       f"{ppl['rap']['dev_perplexity']:g}; End-Actual ExM {lm['uci']['exm_acc']:g} -> "
       f"{lm['rap']['exm_acc']:g}",
-      f"not shown ({scale}): RAP's dev perplexity is {rap:.2f}x UCI's and End-Actual ExM "
-      f"{exm['uci']:g} -> {exm['rap']:g}, below the random-legal {rl:g}",
+      lm_row("rap") + f"; the random-legal End-Actual ExM is {rl:g}",
       "[lm_train_s.json](results/lm_train_s.json); `python -m benchmarks.bench_lm_train_s`",
       none,
     ),
     (
       "(b) The same with every piece annotated (AP).",
       f"Tables 3 and 5, Train-S: AP dev perplexity {paper_ap:.2f}x UCI's, End-Actual ExM "
-      f"{lm['ap']['exm_acc']:g}",
-      f"partly: Gated DeltaNet's AP perplexity is {gdn_ap:.2f}x its UCI's (End-Actual ExM "
-      f"{runs['gdn-ap']['end']['exm']:g}, above the random-legal {rl:g}); GPT-2 micro's "
-      f"{gpt_ap:.2f}x ({scale})",
+      f"{lm['uci']['exm_acc']:g} -> {lm['ap']['exm_acc']:g}",
+      lm_row("ap"),
       "[lm_train_s.json](results/lm_train_s.json)",
       none,
     ),
@@ -217,8 +422,7 @@ def _lcb() -> list[tuple]:
       "(c) Success needs full attention: a 50-token window, the Reformer, the Performer (and "
       "the LSTM) trail it.",
       "Table 6, Train-S",
-      "partly: End-Actual LgM order here " + " > ".join(order) + f" ({scale}, every model at "
-      "GPT-2 micro's size)",
+      f"{st6}: {where6} ({scale}, one seed{small_words})",
       "[lm_train_s.json](results/lm_train_s.json)",
       none,
     ),
@@ -233,21 +437,36 @@ def findings_paper_lm(table: str) -> list[dict]:
 
 
 def _atomic() -> list[tuple]:
+  """The atomic claims are about models told the atomic rules in their prompt (the paper's API
+  models): a picker of the record counts only where its entry says `told_rules: true`; none does
+  (the engines and the language model here read no prompt), so every cell is None."""
   exp = record("atomic")["experiments"]["prior_conflict"]
   p = exp["pickers"]
-  sf, lm = p["stockfish_d12_chess"], p["gpt2_micro_lm"]
+  told = [k for k, v in p.items() if v.get("told_rules")]
+  loss = {k: (v["chess"]["mean_win_loss"], v["atomic"]["mean_win_loss"]) for k, v in p.items()}
+  c1 = {("told", k): [verdict.sign(loss[k][1] > loss[k][0])] for k in told}
+  c1 = c1 or {("told", None): None}
+  c2 = {("effort", None): None}
+  c3 = {("traces", None): None}
+  sf, lm, rnd = p["stockfish_d12_chess"], p["gpt2_micro_lm"], p["random"]
+  rise = {k: v["atomic"]["mean_win_loss"] - v["chess"]["mean_win_loss"] for k, v in p.items()}
+  overlap = lm["atomic"]["ci95"][0] <= rnd["atomic"]["ci95"][1] and (
+    rnd["atomic"]["ci95"][0] <= lm["atomic"]["ci95"][1]
+  )
   api = "API calls, not GPU time (the paper's 200 positions x both rulesets x both efforts)"
   return [
     (
       "Under atomic rules the models' Win% loss exceeds their standard-rules loss on the same "
       "positions: they do not compose the stated rule change with their chess priors.",
       "Section 4.1; Table 1; Figure 1 (Claude Opus 4.6, GPT-5.4; 200 positions)",
-      f"shown for an engine and an offline language model, not for the paper's models: "
-      f"Stockfish playing standard rules loses {sf['atomic']['mean_win_loss']:g} Win% under "
-      f"atomic rules ({sf['atomic']['blunder_pct']}% blunders), a GPT-2 micro LM "
-      f"{lm['chess']['mean_win_loss']:g} under chess rules and {lm['atomic']['mean_win_loss']:g} "
-      f"under atomic rules ({exp['positions']} positions, one model, one seed); the paper's API "
-      "models were not run (no network here)",
+      f"{verdict.status(c1)}: no picker here was told the rules (the paper's API models were "
+      "not run: no network here). Without the rules, under atomic rules against chess rules, "
+      f"a GPT-2 micro LM's Win% loss rises by {rise['gpt2_micro_lm']:.1f} "
+      f"({lm['chess']['mean_win_loss']:g} -> {lm['atomic']['mean_win_loss']:g}), a random "
+      f"mover's by {rise['random']:.1f} (95% intervals under atomic rules "
+      f"{'overlapping' if overlap else 'apart'}), Stockfish playing standard rules' by "
+      f"{rise['stockfish_d12_chess']:.1f} ({sf['atomic']['blunder_pct']}% blunders); "
+      f"{exp['positions']} positions, one model, one seed",
       "[atomic.json](results/atomic.json); `python -m chessjax.atomic.pickers`, "
       "`python -m chessjax.atomic.report`",
       api,
@@ -255,7 +474,7 @@ def _atomic() -> list[tuple]:
     (
       "More reasoning effort lowers the atomic Win% loss but does not close the gap.",
       "Section 4.2; Table 1 (effort none against high); Tables 4-5",
-      "not shown: the API pickers are tested against a local fake server only",
+      f"{verdict.status(c2)}: the API pickers are tested against a local fake server only",
       "`python -m chessjax.atomic.pickers --picker openai` (or `anthropic`)",
       api,
     ),
@@ -263,7 +482,8 @@ def _atomic() -> list[tuple]:
       "Reasoning traces show unpropagated refutation: a move judged bad under atomic rules is "
       "played anyway.",
       "Section 4.5",
-      "not shown: needs the API models' reasoning text (`chessjax.atomic.llm` records it)",
+      f"{verdict.status(c3)}: needs the API models' reasoning text (`chessjax.atomic.llm` "
+      "records it)",
       "-",
       api,
     ),
@@ -276,8 +496,8 @@ def claims_markdown() -> str:
     out += [
       f"### {PAPERS[key]}",
       "",
-      "| claim | the paper's evidence | chessjax (scale) | record; command | cost at the "
-      "paper's scale |",
+      "| claim | the paper's evidence | chessjax: status (scale) | record; command | train-step "
+      "GPU-hours on an H200 at the paper's scale (estimate) |",
       "|---|---|---|---|---|",
     ]
     out += ["| " + " | ".join(row) + " |" for row in rows]
@@ -286,10 +506,21 @@ def claims_markdown() -> str:
 
 
 def per_run_hours() -> str:
-  """One stage-2 run's GPU-hours per family at the measured d512 step."""
-  out = ["| family | one stage-2 run, GPU-hours (estimate) |", "|---|---:|"]
+  """One stage-2 run's train-step GPU-hours per family at the measured d512 step (one floor)."""
+  out = ["| family | one stage-2 run, train-step GPU-hours on an H200 (estimate) |", "|---|---:|"]
+  labels = {"mamba3": "Mamba-3 SISO (rank 1)", "mamba3_mimo": "Mamba-3 MIMO rank 4 (the paper's)"}
   for family in (*MAIN, *ABLATIONS, "mamba3_mimo"):
     h = stage2_hours(family)
-    out.append(f"| {name(family) if family != 'mamba3_mimo' else 'Mamba-3 MIMO'} | "
+    out.append(f"| {labels.get(family) or name(family)} | "
                f"{'-' if h is None or math.isnan(h) else f'{h:.1f}'} |")  # fmt: skip
   return "\n".join(out)
+
+
+def h200_note() -> str:
+  """Which train step the H200 rows time."""
+  rec = record("bench_device_h200")
+  dates = sorted(r["date"][:10] for r in rec["runs"])
+  return (
+    f"The H200 rows time the train step as it was at commit {rec['commit']} ({dates[0]}); the "
+    "step has changed since, and these hours stand for the older step until a device re-times it"
+  )

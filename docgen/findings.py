@@ -2,8 +2,8 @@
 
 Each function takes the records of `launch.cwm_mini` (docs/results/bench_cwm_{mini,whole,long,
 x4}.json: one row per run, `cwm_tables` reads the same rows) and returns Markdown lines: who beats
-whom on which metric in how many seeds, gaps and how they change, where a curve peaks, whether a
-claim of Walker & Lyons (2026) holds, partly holds or cannot be tested at this scale. The docs
+whom on which metric in how many seeds, gaps and how they change, where a curve peaks, and a
+claim of Walker & Lyons (2026)'s status under the claims' one rule (`docgen.verdict`). The docs
 show them between `<!-- wm:NAME -->` markers (`docgen.docs`), so a sentence that says more than
 its record, or a number edited by hand, fails tests/test_results_records.py.
 
@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from chessjax.world_model import grid
+from docgen import verdict
 from launch.cwm_tables import ABLATIONS, MAIN, SPLITS, paired
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,34 +77,34 @@ def _join(items: list[str]) -> str:
   return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _counts(rows, base: str, other: str, word: str) -> tuple[dict, int]:
-  """(split, metric) -> seeds where `other` is better (word "better") or worse than `base`."""
-  out, n = {}, 0
-  for split in SPLITS:
+def claim_cells(rows, base: str, other: str, word: str, splits=SPLITS) -> dict:
+  """The rule's cells (`docgen.verdict`) of "`other` is `word` (better or worse) than `base`":
+  (other, split, metric) -> each seed's outcome, same seed against same seed; None where no seed
+  has both runs."""
+  out = {}
+  for split in splits:
     for m in METRICS:
       better, worse, n, _ = paired(rows, base, other, split, m)
-      out[split, m] = better if word == "better" else worse
-  return out, n
+      way, against = (better, worse) if word == "better" else (worse, better)
+      out[other, split, m] = verdict.outcomes(way, against, n) if n else None
+  return out
 
 
-def _count_sentence(counts: dict, n: int, word: str) -> str:
-  """'better in 3/3 seeds by loss, Labelwise and ExactState on both splits' or per split."""
-  if all(k == n for k in counts.values()):
-    return f"{word} in {n}/{n} seeds by loss, Labelwise and ExactState on both splits"
-  if not any(counts.values()):
-    return f"{word} in 0/{n} seeds by loss, Labelwise and ExactState on both splits"
-  parts = []
-  for split in SPLITS:
-    cells = [f"{counts[split, m]}/{n} by {METRICS[m]}" for m in METRICS]
-    parts.append(f"{SPLIT_NAMES[split]}: {word} in " + ", ".join(cells))
-  return "; ".join(parts)
+def cell_label(key) -> str:
+  """A (family, split, metric) cell's metric, for `verdict.which` with `cell_head`."""
+  return METRICS[key[-1]]
 
 
-def _verdict(counts: dict, n: int, splits=SPLITS) -> str:
-  hits = [counts[s, m] for s in splits for m in METRICS]
-  if all(k == n for k in hits):
-    return "holds"
-  return "does not hold" if not any(hits) else "partly holds"
+def cell_head(key) -> str:
+  return {"real": "real", "random": "random-uniform"}[key[-2]]
+
+
+def where(cells: dict) -> str:
+  """Where a family's cells hold (`verdict.which`), or 'every split and metric' when all do."""
+  if verdict.status(cells) == verdict.HOLDS:
+    splits = {k[-2] for k in cells}
+    return f"every seed, {'both splits' if len(splits) > 1 else 'its split'}, every metric"
+  return verdict.which(cells, cell_label, cell_head)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -111,37 +112,42 @@ def _verdict(counts: dict, n: int, splits=SPLITS) -> str:
 
 
 def ranking_vs_transformer() -> list[str]:
-  """Each recurrent main family against the Transformer of the same seed, the order by held-out
-  real ExactState beside the paper's, and whether the leaders' seeds separate."""
+  """Each recurrent main family against the Transformer of the same seed under the claims' rule
+  (`docgen.verdict`), the order by held-out real ExactState beside the paper's, and whether the
+  leaders' seeds separate."""
   rows = record("bench_cwm_mini")["runs"]
-  lines, holds = [], []
+  n = len({r["seed"] for r in rows if r["family"] == "transformer"})
+  lines = [
+    f"| better than the Transformer ({n} seeds, same seed) | status | where |",
+    "|---|---|---|",
+  ]
+  holds = []
   for family in MAIN[1:]:
-    counts, n = _counts(rows, "transformer", family, "better")
-    verdict = _verdict(counts, n)
-    holds.append(verdict == "holds")
-    lines.append(
-      f"* **{name(family)} against the Transformer: {verdict}.** {n} seeds; "
-      f"{_count_sentence(counts, n, 'better')}."
-    )
+    cells = claim_cells(rows, "transformer", family, "better")
+    st = verdict.status(cells)
+    holds.append(st == verdict.HOLDS)
+    lines.append(f"| {name(family)} | {st} | {where(cells)} |")
   ours = sorted(MAIN, key=lambda f: -_mean(record("bench_cwm_mini"), f, "real", "exact_state"))
   theirs = sorted(MAIN, key=lambda f: -paper_row(f, "d128", "real")["exact_state"])
-  lines.append(
-    "* **Order by held-out real ExactState** (mean over seeds): ours "
+  lines += [
+    "",
+    "Order by held-out real ExactState (mean over seeds): ours "
     + " > ".join(name(f) for f in ours)
     + "; the paper's d128 row "
     + " > ".join(name(f) for f in theirs)
-    + f". The paper's headline (every recurrent family above the Transformer at d128) holds here "
-    f"for {sum(holds)} of its {len(holds)} recurrent families."
-  )
+    + f". The headline (every recurrent family above the Transformer) holds here for "
+    f"{sum(holds)} of {len(holds)} families.",
+  ]
   first, second = ours[0], ours[1]
   spread = {
     f: [r["real"]["exact_state"] for r in rows if r["family"] == f] for f in (first, second)
   }
   overlap = min(spread[first]) <= max(spread[second]) and min(spread[second]) <= max(spread[first])
   base = [r["real"]["exact_state"] for r in rows if r["family"] == "transformer"]
-  above = [f for f in MAIN[1:] if min(spread.get(f, [0]) or [0]) > max(base)]
+  lowest = {f: min(r["real"]["exact_state"] for r in rows if r["family"] == f) for f in MAIN[1:]}
+  above = [f for f in MAIN[1:] if lowest[f] > max(base)]
   lines.append(
-    f"* **{name(first)} and {name(second)}**: their seeds' real ExactState ranges "
+    f"{name(first)} and {name(second)}: their seeds' real ExactState ranges "
     + ("overlap, so this ranking does not separate them" if overlap else "do not overlap")
     + (
       f"; every seed of {_join([name(f) for f in above])} is above every Transformer seed."
@@ -185,25 +191,25 @@ def slice_gap_over_training() -> list[str]:
 
 
 def ablations_d128() -> list[str]:
-  """Each ablation against its main family of the same seed, beside the paper's direction."""
+  """Each ablation against its main family of the same seed on random-uniform games under the
+  claims' rule (`docgen.verdict`), beside the paper's ExactState."""
   rec = record("bench_cwm_mini")
   rows = rec["runs"]
-  lines = []
+  n = len({r["seed"] for r in rows if r["family"] in ABLATIONS})
+  lines = [
+    f"| worse than its main family on random-uniform games ({n} seeds, same seed) | status | "
+    "where | the paper's d128 random-uniform ExactState |",
+    "|---|---|---|---|",
+  ]
   for ablation, main in ABLATIONS.items():
-    counts, n = _counts(rows, main, ablation, "worse")
-    verdict = _verdict(counts, n, splits=("random",))
-    p = {
-      s: (paper_row(main, "d128", s)["exact_state"], paper_row(ablation, "d128", s)["exact_state"])
-      for s in SPLITS
-    }
-    paper_dir = [
-      f"{SPLIT_NAMES[s]} ExactState {a:.2f} -> {b:.2f}" for s, (a, b) in p.items()
-    ]  # fmt: skip
+    cells = claim_cells(rows, main, ablation, "worse", splits=("random",))
+    p = (paper_row(main, "d128", "random")["exact_state"],
+         paper_row(ablation, "d128", "random")["exact_state"])  # fmt: skip
     lines.append(
-      f"* **{name(ablation)} worse than {name(main)} on random-uniform games: {verdict}.** "
-      f"{n} seeds; {_count_sentence(counts, n, 'worse')}. The paper ({name(main)} -> "
-      f"{name(ablation)}): {'; '.join(paper_dir)}."
+      f"| {name(ablation)} against {name(main)} | {verdict.status(cells)} | {where(cells)} | "
+      f"{p[0]:.2f} -> {p[1]:.2f} |"
     )
+  lines.append("")
   gap = gap_curve(rows, "gated_deltanet", "gated_deltanet_pos")
   below = [s for s in gap if gap[s] < 0]
   start = (
@@ -211,7 +217,7 @@ def ablations_d128() -> list[str]:
   )
   if start is not None:
     lines.append(
-      f"* The validation loss of {name('gated_deltanet_pos')} (mean over the same seeds) is "
+      f"The validation loss of {name('gated_deltanet_pos')} (mean over the same seeds) is "
       f"below {name('gated_deltanet')}'s at every validation from step {start:,} on "
       f"({gap[start]:+.4f} there, {gap[max(gap)]:+.4f} at step {max(gap):,}; below at "
       f"{len(below)} of {len(gap)} validations)."
@@ -252,7 +258,7 @@ def whole_against_the_ranking() -> list[str]:
   """The retrained seed-0 runs over their first 256 steps against the ranking's seed-0 runs
   (ExactState and Labelwise, both splits, to the printed digit)."""
   whole, mini = _runs(record("bench_cwm_whole")), _runs(record("bench_cwm_mini"), seed=0)
-  same, differ = [], []
+  same, differ, gaps = [], [], []
   for family, row in whole.items():
     cells = []
     for split in SPLITS:
@@ -260,17 +266,18 @@ def whole_against_the_ranking() -> list[str]:
       for key, metric in (("exact_within", "exact_state"), ("labelwise_within", "labelwise")):
         a, b = pct(long[key]), pct(mini[family][split][metric])
         if a != b:
-          cells.append(f"{SPLIT_NAMES[split]} {METRICS[metric]} {a} against {b}")
-    (differ if cells else same).append((family, cells))
+          cells.append(metric)
+          gaps.append((abs(float(a) - float(b)), family, split, metric))
+    (differ if cells else same).append(family)
   lines = [
-    f"* **The retrained runs against the ranking's seed 0.** Over their first "
-    f"{record('bench_cwm_whole')['args']['max_len']} steps {len(same)} of the {len(whole)} "
-    f"runs score the recorded ranking's seed-0 ExactState and Labelwise on both splits to the "
-    f"printed digit ({_join([name(f) for f, _ in same])})"
+    f"* **The retrained runs against the ranking's seed 0** (their first "
+    f"{record('bench_cwm_whole')['args']['max_len']} steps, ExactState and Labelwise, both "
+    f"splits, to the printed digit): {len(same)} of the {len(whole)} runs score the same "
+    f"({_join([name(f) for f in same])})"
     + (
-      "; "
-      + "; ".join(f"{name(f)} differs: {', '.join(c)}" for f, c in differ)
-      + ". Not investigated: the code changed between the two sets of runs."
+      f"; {_join([name(f) for f in differ])} differ by at most {max(gaps)[0]:.2f} points "
+      f"({name(max(gaps)[1])}, {SPLIT_NAMES[max(gaps)[2]]} {METRICS[max(gaps)[3]]}). Not "
+      "investigated: the code changed between the two sets of runs."
       if differ
       else "."
     )

@@ -6,6 +6,7 @@ lines between `<!-- wm:NAME -->` markers (`docgen.docs`).
 """
 
 from chessjax.world_model import grid
+from docgen import verdict
 from docgen.findings import (
   SPLIT_NAMES,
   _join,
@@ -19,7 +20,7 @@ from docgen.findings import (
   pct,
   record,
 )
-from launch.cwm_tables import ABLATIONS, SPLITS
+from launch.cwm_tables import ABLATIONS, SPLITS, has_matched, strata_names
 
 # A loss "blows up" when it is at least this many times its main family's: an order of magnitude.
 BLOWUP = 10.0
@@ -52,20 +53,18 @@ def diagonal_slice_blowup() -> list[str]:
   held = {
     k: ratio(runs) >= BLOWUP for k, runs in (("bench_cwm_long", short), ("bench_cwm_whole", whole))
   }
-  if all(held.values()):
-    verdict = "reproduced"
-  elif any(held.values()):
-    verdict = (
-      f"reproduced qualitatively when training is cut to {trained['bench_cwm_long']} steps, "
-      f"not under the {trained['bench_cwm_whole']}-step protocol"
+  cells = {k: [verdict.sign(v)] for k, v in held.items()}
+  said = verdict.status(cells)
+  if said == verdict.PARTLY:
+    said += (
+      f": it holds when training is cut to {trained['bench_cwm_long']} steps, not under the "
+      f"{trained['bench_cwm_whole']}-step protocol (one seed)"
     )
-  else:
-    verdict = "not reproduced"
   d, s, w = short["slice_diag"]["random"], short["slice"]["random"], whole
   dl, sl = d["long"], s["long"]
   real_d, real_s = short["slice_diag"]["real"]["long"], short["slice"]["real"]["long"]
   lines = [
-    f"* **Claim: Diagonal SLiCE's random-uniform loss blows up (Table 10). {verdict.capitalize()}"
+    f"* **Claim: Diagonal SLiCE's random-uniform loss blows up (Table 10). {said.capitalize()}"
     f".** Whole random-uniform games, seed 0: trained on {trained['bench_cwm_long']} steps "
     f"{loss(d['loss'])} against {name('slice')}'s {loss(s['loss'])} "
     f"({_ratio(d['loss'], s['loss'])}); trained on {trained['bench_cwm_whole']} steps "
@@ -112,7 +111,7 @@ def collapse_claim() -> list[str]:
       b = r[split]["long"]["bins"]
       at += [e for s, e in zip(b["start"], b["exact_state"], strict=True) if s == trained - 20]
   held = sum(e > 0 for e in at)
-  verdict = "Cannot be tested at this scale" if not held else "Testable"
+  said_status = verdict.NOT_RUN.capitalize() if not held else "Testable"
   if held:
     said = (
       f"above 0.00% for {held} of the {len(at)} runs and splits (the highest {pct(max(at))}%): "
@@ -127,7 +126,7 @@ def collapse_claim() -> list[str]:
     )
   return [
     f"* **Claim: models hold their exact state for a while, then collapse (Appendix F). "
-    f"{verdict}.** ExactState in the 20 plies before ply {trained} is {said}",
+    f"{said_status}.** ExactState in the 20 plies before ply {trained} is {said}",
     *exact_state_horizon("bench_cwm_long"),
   ]
 
@@ -153,47 +152,94 @@ def labelwise_beyond() -> list[str]:
   ]
 
 
+def _seeds(rows: list[dict]) -> str:
+  seeds = sorted({r["seed"] for r in rows})
+  return f"seed {seeds[0]}, one seed" if len(seeds) == 1 else f"seeds {_join(map(str, seeds))}"
+
+
+def _runs_named(rows: list[dict]) -> str:
+  return _join([name(r["family"]) for r in rows])
+
+
+def strata_matched(rows: list[dict], split: str = "real") -> list[str]:
+  """Per stratum, in how many of the runs with the ply-matched numbers its ExactState is below
+  the other steps' at the same plies and its transition error above theirs; then the strata where
+  that is so in every such run (the reading follows the numbers)."""
+  names = strata_names(rows)
+  runs = [r for r in rows if has_matched(r)]
+  table = [
+    f"| stratum ({'real' if split == 'real' else 'random-uniform'} games) | ExactState below its "
+    "matched | transition error above its matched |",
+    "|---|---:|---:|",
+  ]
+  every = {"low": [], "breaks": []}
+  for n in names:
+    low, breaks = [], []
+    for r in runs:
+      st = r[split]["long"]["strata"].get(n)
+      if st is None:
+        continue
+      e, m = st["exact_state"], st["matched"]["exact_state"]
+      if e is not None and m is not None:
+        low.append(e < m)
+      te = st.get("transition_error")
+      if te and te["error"] is not None and te["matched"]["error"] is not None:
+        breaks.append(te["error"] > te["matched"]["error"])
+    table.append(f"| `{n}` | {sum(low)} of {len(low)} | {sum(breaks)} of {len(breaks)} |")
+    if low and all(low):
+      every["low"].append(f"`{n}`")
+    if breaks and all(breaks):
+      every["breaks"].append(f"`{n}`")
+  return [
+    *table,
+    "",
+    f"In every one of these runs ({_runs_named(runs)}; {_seeds(runs)}): ExactState below the "
+    f"other steps' at the same plies on {_join(every['low']) if every['low'] else 'no stratum'}; "
+    f"the state broken more often than at the other steps of the same plies on "
+    f"{_join(every['breaks']) if every['breaks'] else 'no stratum'}.",
+  ]
+
+
 def strata_findings() -> list[str]:
-  """On real games: which strata are below every run's overall ExactState and the exceptions;
-  on random-uniform games the highest stratum score; whether the record has the matched
-  columns."""
+  """The strata of the long-game runs: for those with the ply-matched numbers, the matched
+  reading (`strata_matched`); for the others, which strata are below every such run's overall
+  ExactState (a comparison that mixes the rule with when its events happen); on random-uniform
+  games the highest stratum ExactState."""
   rows = record("bench_cwm_long")["runs"]
-  names = list(rows[0]["real"]["long"]["strata"])
-  below_all, exceptions, never = [], [], []
-  for s in names:
-    above = []
-    for r in rows:
-      e = r["real"]["long"]["strata"][s]["exact_state"]
-      if e is not None and e >= r["real"]["exact_state"]:
-        above.append(f"{name(r['family'])} {pct(e)} against {pct(r['real']['exact_state'])}")
-    if not above:
-      below_all.append(f"`{s}`")
-    else:
-      exceptions.append(f"`{s}` ({'; '.join(above)})")
-    if all((r["real"]["long"]["strata"][s]["exact_state"] or 0) == 0 for r in rows):
-      never.append(f"`{s}`")
+  names = strata_names(rows)
+  some = [r for r in rows if has_matched(r)]
+  older = [r for r in rows if not has_matched(r)]
+  lines = strata_matched(rows) + [""] if some else []
+  if older:
+    below, never = [], []
+    for s in names:
+      es = [r["real"]["long"]["strata"].get(s, {}).get("exact_state") for r in older]
+      if all(
+        e is not None and e < r["real"]["exact_state"] for e, r in zip(es, older, strict=True)
+      ):
+        below.append(f"`{s}`")
+      if all((e or 0) == 0 for e in es):
+        never.append(f"`{s}`")
+    rest = [f"`{s}`" for s in names if f"`{s}`" not in below]
+    lines.append(
+      f"Runs without the ply-matched numbers ({_runs_named(older)}; {_seeds(older)}; evaluated "
+      "before they existed) compare each stratum with the run's overall ExactState only, which "
+      "says as much about when its events happen as about the rule. On real games: below it in "
+      f"every one of them on {_join(below) if below else 'no stratum'}; at or above it in some "
+      f"on {_join(rest) if rest else 'none'}; zero in every one on "
+      f"{_join(never) if never else 'none'}."
+    )
   top = max(
     (r["random"]["long"]["strata"][s]["exact_state"] or 0, s, r["family"])
     for r in rows
-    for s in names
+    for s in r["random"]["long"]["strata"]
   )
-  matched = all("matched" in r["real"]["long"]["strata"][names[0]] for r in rows)
-  return [
-    f"* **Strata, real games** ({len(rows)} runs, seed 0): below every run's overall ExactState "
-    f"on {_join(below_all)}; at or above it for some run on {_join(exceptions)}. Zero for every "
-    f"run: {_join(never) if never else 'none'}.",
-    f"* **Strata, random-uniform games**: the highest stratum ExactState of any run is "
-    f"{pct(top[0])}% (`{top[1]}`, {name(top[2])}).",
-    "* ExactState falls with the ply (above), and each event comes at its own plies, so a "
-    "stratum's score against the overall one says as much about when its events happen as about "
-    "the rule. "
-    + (
-      "The table gives each stratum beside the other steps at the same plies."
-      if matched
-      else "These runs were evaluated before the ply-matched comparison existed: the table "
-      "compares each stratum with the run's overall ExactState only."
-    ),
+  lines += [
+    "",
+    f"On random-uniform games the highest stratum ExactState of any run is {pct(top[0])}% "
+    f"(`{top[1]}`, {name(top[2])}).",
   ]
+  return lines
 
 
 # ------------------------------------------------------------------------------------------------
@@ -229,15 +275,30 @@ def x4_gap_table() -> list[str]:
   return lines
 
 
+def gap_change(before: float, after: float, metric: str) -> str:
+  """How SLiCE's gap to the Transformer (SLiCE minus Transformer) moves from `before` to `after`:
+  'reverses', or its 'lead' or 'deficit' that 'grows' or 'shrinks' (a lead: the better value)."""
+  if before * after < 0:
+    return "reverses"
+  ahead = before < 0 if metric == "loss" else before > 0
+  return (
+    f"its {'lead' if ahead else 'deficit'} {'shrinks' if abs(after) < abs(before) else 'grows'}"
+  )
+
+
 def x4_slice_gap() -> list[str]:
-  """Whether SLiCE's gap to the Transformer closes with 4x the steps, and its validation gap."""
+  """How SLiCE's gap to the Transformer moves with 4x the steps, and its validation gap."""
   a, b = _runs(record("bench_cwm_whole"), seed=0), _runs(record("bench_cwm_x4"), seed=0)
-  closes = {
-    (s, m): abs(_pair(b, s, m)) < abs(_pair(a, s, m))
-    for s in SPLITS
-    for m in ("loss", "labelwise", "exact_state")
-  }
-  reverses = {k: _pair(a, *k) * _pair(b, *k) < 0 for k in closes}
+  words = {"loss": "loss", "labelwise": "Labelwise", "exact_state": "ExactState"}
+  moves: dict[str, list[str]] = {}
+  for s in SPLITS:
+    for m in words:
+      change = gap_change(_pair(a, s, m), _pair(b, s, m), m)
+      moves.setdefault(change, []).append(
+        f"{'real' if s == 'real' else 'random-uniform'} {words[m]}"
+      )
+  order = sorted(moves, key=lambda k: (k != "reverses", k))
+  said = "; ".join(f"{k} on {_join(v)}" for k, v in ((k, moves[k]) for k in order))
   gap = {
     s: v - dict(b["transformer"]["curve"])[s]
     for s, v in b["slice"]["curve"]
@@ -255,12 +316,9 @@ def x4_slice_gap() -> list[str]:
     )
     for m in ("loss", "exact_state")
   }
-  words = {"loss": "loss", "labelwise": "Labelwise", "exact_state": "ExactState"}
-  narrowed = [f"{SPLIT_NAMES[s]} {words[m]}" for (s, m), v in closes.items() if v]
   return [
-    f"* **SLiCE's gap to the Transformer with 4x the steps** (seed 0 against seed 0): it "
-    f"reverses on {sum(reverses.values())} of the {len(reverses)} split-metric pairs and "
-    f"narrows on {_join(narrowed) if narrowed else 'none'}.",
+    "* **SLiCE against the Transformer with 4x the steps** (seed 0 against seed 0, one seed; "
+    f"SLiCE minus Transformer): {said}.",
     f"* The 12,000-step runs' validation-loss gap (SLiCE minus Transformer) is {gap[first]:+.4f} "
     f"at step {first:,}, {gap[3000]:+.4f} at step 3,000, largest after step 1,000 at step "
     f"{peak:,} ({after[peak]:+.4f}) and {gap[max(gap)]:+.4f} at step {max(gap):,}.",
@@ -268,6 +326,38 @@ def x4_slice_gap() -> list[str]:
     f"real-game losses spread by at most {spread['loss']:.4f} and their real ExactState by at most "
     f"{100 * spread['exact_state']:.2f} points; this comparison is one seed per family.",
   ]
+
+
+def x4_leaders_table() -> list[str]:
+  """Who ends first at 4x the steps on each split and metric, by how much over the second, and on
+  the last validation loss (seed 0)."""
+  b = _runs(record("bench_cwm_x4"), seed=0)
+  fams = list(b)
+  steps = record("bench_cwm_x4")["args"]["steps"]
+  lines = [
+    f"| first at {steps:,} steps (seed 0, one seed) | metric | first | by | over |",
+    "|---|---|---|---:|---|",
+  ]
+  for split in SPLITS:
+    for metric, word in (
+      ("loss", "loss"),
+      ("labelwise", "Labelwise"),
+      ("exact_state", "ExactState"),
+    ):
+      sign = 1 if metric == "loss" else -1
+      order = sorted(fams, key=lambda f, s=split, m=metric, k=sign: k * b[f][s][m])
+      d = b[order[1]][split][metric] - b[order[0]][split][metric]
+      by = f"{abs(d):.4f}" if metric == "loss" else f"{100 * abs(d):.2f} points"
+      where = "held-out real games" if split == "real" else "random-uniform games"
+      lines.append(f"| {where} | {word} | {name(order[0])} | {by} | {name(order[1])} |")
+  val = {f: dict(b[f]["curve"]) for f in fams}
+  last = max(val[fams[0]])
+  v = sorted(fams, key=lambda f: val[f][last])
+  lines.append(
+    f"| validation, step {last:,} | loss | {name(v[0])} ({val[v[0]][last]:.4f}) | "
+    f"{val[v[1]][last] - val[v[0]][last]:.4f} | {name(v[1])} ({val[v[1]][last]:.4f}) |"
+  )
+  return lines
 
 
 def x4_gains_and_leaders() -> list[str]:
@@ -288,27 +378,8 @@ def x4_gains_and_leaders() -> list[str]:
     f"paper's training is {x_steps:.0f} times longer in steps and {x_games:.0f} times in "
     "sequences."
   ]
-  best = []
-  for split in SPLITS:
-    for metric, word in (
-      ("loss", "loss"),
-      ("labelwise", "Labelwise"),
-      ("exact_state", "ExactState"),
-    ):
-      sign = 1 if metric == "loss" else -1
-      order = sorted(fams, key=lambda f, s=split, m=metric, k=sign: k * b[f][s][m])
-      d = b[order[1]][split][metric] - b[order[0]][split][metric]
-      by = f"{abs(d):.4f}" if metric == "loss" else f"{100 * abs(d):.2f} points"
-      best.append(f"{SPLIT_NAMES[split]} {word}: {name(order[0])} (by {by} over {name(order[1])})")
   val = {f: dict(b[f]["curve"]) for f in fams}
-  last = max(val[fams[0]])
-  v_order = sorted(fams, key=lambda f: val[f][last])
-  lines.append(
-    f"* **First at {steps:,} steps** (seed 0): "
-    + "; ".join(best)
-    + f"; validation loss at step {last:,}: {name(v_order[0])} ({val[v_order[0]][last]:.4f} "
-    f"against {name(v_order[1])}'s {val[v_order[1]][last]:.4f})."
-  )
+  lines += ["", *x4_leaders_table()]
   g, m = val["gated_deltanet"], val["mamba3"]
   ahead = [s for s in sorted(g) if all(g[t] < m[t] for t in g if t >= s)]
   gain = {f: a[f]["random"]["loss"] - b[f]["random"]["loss"] for f in ("gated_deltanet", "mamba3")}
@@ -318,6 +389,7 @@ def x4_gains_and_leaders() -> list[str]:
     if _seed_value(mini, "mamba3", s) < _seed_value(mini, "gated_deltanet", s)
   ]  # fmt: skip
   if ahead:
+    lines += [""]
     lines.append(
       f"* **Gated DeltaNet against Mamba-3**: its validation loss trails Mamba-3's by "
       f"{g[3000] - m[3000]:.4f} at step 3,000 and is below it at every validation from step "

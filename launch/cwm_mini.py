@@ -353,11 +353,19 @@ def collect(args, work: Path) -> list[dict]:
 
 
 def _stratum(v: dict) -> dict:
-  """A stratum's steps and ExactState, and those of its ply-matched other steps when the
-  evaluation has them (`chessjax.world_model.strata`)."""
+  """A stratum's steps and ExactState, those of its ply-matched other steps, and its transition
+  error beside theirs ({steps, error, matched: {steps, error}}), when the evaluation has them
+  (`chessjax.world_model.strata`)."""
   out = {"steps": v["steps"], "exact_state": v["exact_state"]}
   if "matched" in v:
     out["matched"] = {k: v["matched"][k] for k in ("steps", "exact_state")}
+  if "transition_error" in v:
+    t = v["transition_error"]
+    out["transition_error"] = {
+      "steps": t["steps"],
+      "error": t["error"],
+      "matched": {k: t["matched"][k] for k in ("steps", "error")},
+    }
   return out
 
 

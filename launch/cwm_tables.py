@@ -241,30 +241,64 @@ def long_tables_markdown(args, rows: list[dict]) -> str:
   return "\n".join(lines + [""] + strata_lines(rows)) + "\n"
 
 
+def has_matched(row: dict) -> bool:
+  """Whether a run's evaluation has the ply-matched strata (`matched`, and with a newer
+  evaluation `transition_error`: `chessjax.world_model.strata`) on both splits."""
+  return all("matched" in st for split in SPLITS for st in row[split]["long"]["strata"].values())
+
+
+def strata_names(rows: list[dict]) -> list[str]:
+  """Every stratum any run has, in the first order met (later evaluations add `ep_label`)."""
+  return list(dict.fromkeys(n for r in rows for n in r["real"]["long"]["strata"]))
+
+
+def _p(x: float | None, digits: int = 2) -> str:
+  return "-" if x is None else f"{100 * x:.{digits}f}"
+
+
+def strata_cell(row: dict, split: str, name: str) -> str:
+  """One run's stratum: with the matched numbers 'ExactState / matched (transition_error /
+  matched)', else 'ExactState (minus the run's overall)'; '-' where it has no step."""
+  st = row[split]["long"]["strata"].get(name)
+  if st is None or st["exact_state"] is None:
+    return "-"
+  e = st["exact_state"]
+  if has_matched(row):
+    te = st.get("transition_error")
+    t = "" if te is None else f" ({_p(te['error'], 1)} / {_p(te['matched']['error'], 1)})"
+    return f"{_p(e)} / {_p(st['matched']['exact_state'])}{t}"
+  return f"{_p(e)} ({100 * (e - row[split]['exact_state']):+.2f})"
+
+
 def strata_lines(rows: list[dict]) -> list[str]:
-  """The strata table: per run and split, ExactState % on each stratum's steps beside the same
-  run's on the other steps at the same plies (`matched`) when every row's evaluation has it, else
-  beside the run's overall ExactState (the table of evaluations made before `matched`)."""
-  names = list(rows[0]["real"]["long"]["strata"])
-  matched = all(
-    "matched" in s for r in rows for split in SPLITS for s in r[split]["long"]["strata"].values()
-  )
+  """The strata table: per run and split, each stratum's ExactState % beside the same run's on
+  the other steps at the same plies and its transition error beside theirs, for the runs whose
+  evaluation has them (`has_matched`); for the others (evaluated before those existed), beside the
+  run's overall ExactState."""
+  names = strata_names(rows)
+  some = [r for r in rows if has_matched(r)]
+  older = [r for r in rows if not has_matched(r)]
   lines = [
-    "## Strata: ExactState % on the hard steps "
-    + (
-      "/ on the other steps at the same plies"
-      if matched
-      else "(minus the run's overall ExactState)"
-    ),
+    "## Strata: ExactState % on the hard steps",
     "",
     "Steps where ply t captures, gives check (the side to move is in check), moves the king, "
     "promotes, loses a castling right, or leaves a legal en-passant capture"
-    + (", or where the e.p. label is set or cleared" if "ep_label" in names else "")
-    + "; `after_`: the step right after (`chessjax.world_model.strata`)"
+    + (", or where the e.p. label is set, cleared or moved" if "ep_label" in names else "")
+    + "; `after_`: the step right after (`chessjax.world_model.strata`)."
     + (
-      ". Matched: the other steps at the stratum's plies, each ply weighted by the stratum's steps."
-      if matched
-      else "."
+      " Runs with the ply-matched numbers: `E / M (T / TM)`, the stratum's ExactState E against "
+      "M, the run's ExactState on the other steps at the same plies (each ply weighted by the "
+      "stratum's steps), and its transition error T (of its steps whose previous step was exact, "
+      "the share not exact) against TM, the same share on the other such steps at the same "
+      "plies (no T / TM: an evaluation made before the transition error)."
+      if some
+      else ""
+    )
+    + (
+      " Runs evaluated before those numbers existed: `E (D)`, D the difference to the run's "
+      "overall ExactState."
+      if older
+      else ""
     ),
     "",
     "| run | split | overall | " + " | ".join(names) + " |",
@@ -272,20 +306,11 @@ def strata_lines(rows: list[dict]) -> list[str]:
   ]
   for row in rows:
     for split in SPLITS:
-      overall = 100 * row[split]["exact_state"]
-      cells = []
-      for name in names:
-        st = row[split]["long"]["strata"][name]
-        e = st["exact_state"]
-        if e is None:
-          cells.append("-")
-        elif matched:
-          m = st["matched"]["exact_state"]
-          cells.append(f"{100 * e:.2f} / {'-' if m is None else f'{100 * m:.2f}'}")
-        else:
-          cells.append(f"{100 * e:.2f} ({100 * e - overall:+.2f})")
+      cells = [strata_cell(row, split, n) for n in names]
       lines.append(
-        f"| {row['family']}_s{row['seed']} | {split} | {overall:.2f} | " + " | ".join(cells) + " |"
+        f"| {row['family']}_s{row['seed']} | {split} | {100 * row[split]['exact_state']:.2f} | "
+        + " | ".join(cells)
+        + " |"
       )
   return lines
 

@@ -1,9 +1,9 @@
 """benchmarks.bench_device: the catalogue lists every row the issues ask for, in the run order that
-puts what no device has measured first; `--toy` runs one row of each kind at toy shapes on the
-CPU (the loop against its step alone, on the suite's prepared sample; a population and a refused
-one; the command buffers' flags in a process of their own; scan unrolling on a step and on a
-recurrence; GPT-2; each implementation of each recurrence), so the check cannot rot before a
-device runs it. `--toy`
+puts what no device has measured first; `--toy --only` runs the 11 rows of `ONLY` at toy shapes on
+the CPU (the loop against its step alone, on the suite's prepared sample; a population and a
+refused one; the command buffers' flags in a process of their own; scan unrolling on a step and on
+a recurrence; GPT-2; the chunked and associative affine scan, the chunked delta rule and SSD), so
+the check cannot rot before a device runs it. `--toy`
 without `--only` runs all 77 rows (minutes on a CPU); the kinds run here exercise every code path
 of the others (a bfloat16 step: tests/test_precision.py). And benchmarks.bench_population's CPU
 table at toy size."""

@@ -146,7 +146,7 @@ def test_strata_table_shows_the_matched_steps_when_the_evaluation_has_them(tmp_p
     row[split] = {"exact_state": 0.6, "long": bench.long_game_summary(r, 50)}
   assert row["real"]["long"]["strata"]["capture"]["matched"] == {"steps": 4, "exact_state": 0.75}
   text = bench.long_tables_markdown(args, [row])
-  assert "on the other steps at the same plies" in text
+  assert "ExactState on the other steps at the same plies" in text
   assert "| slice_s0 | real | 60.00 | 50.00 / 75.00 | - |" in text
   del r["strata"]["capture"]["matched"]
   for split in bench.SPLITS:
@@ -154,3 +154,22 @@ def test_strata_table_shows_the_matched_steps_when_the_evaluation_has_them(tmp_p
   assert "| slice_s0 | real | 60.00 | 50.00 (-10.00) | - |" in bench.long_tables_markdown(
     args, [row]
   )
+
+
+def test_strata_keep_the_transition_error_beside_its_matched(tmp_path):
+  """A newer evaluation's `transition_error` reaches the record and the strata table."""
+  args = bench.parse_args(["--work", str(tmp_path), "--max-len", "50", "--eval-max-len", "130"])
+  r = _long_eval([10] * 130, [10] * 130, [-1, 3], [0.5, 0.25])
+  r["strata"]["capture"]["matched"] = {"steps": 4, "exact_state": 0.75, "groups": {}}
+  r["strata"]["capture"]["transition_error"] = {
+    "steps": 3, "error": 0.25, "matched": {"steps": 3, "error": 0.125}, "extra": 1,
+  }  # fmt: skip
+  r["strata"]["after_capture"]["matched"] = {"steps": 0, "exact_state": None, "groups": {}}
+  row = {"family": "slice", "seed": 0}
+  for split in bench.SPLITS:
+    row[split] = {"exact_state": 0.6, "long": bench.long_game_summary(r, 50)}
+  assert row["real"]["long"]["strata"]["capture"]["transition_error"] == {
+    "steps": 3, "error": 0.25, "matched": {"steps": 3, "error": 0.125},
+  }  # fmt: skip
+  text = bench.long_tables_markdown(args, [row])
+  assert "| slice_s0 | real | 60.00 | 50.00 / 75.00 (25.0 / 12.5) | - |" in text
