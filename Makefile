@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORK ?= runs/demo
 
-.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench bench-device wheels clean engines browser
+.PHONY: venv test test-fast lint demo demo-lm reproduce-mini bench bench-device wheels clean engines browser slurm
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,7 +21,7 @@ lint: $(STAMP)
 
 # Two pytest workers (one per core here), each test module on one worker so its module fixtures
 # are built once; every test runs, slow ones included. The 15 slowest are listed at the end.
-test: lint engines browser
+test: lint engines browser slurm
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=15 tests
 
 # Quick local iteration: everything but the tests marked slow.
@@ -43,6 +43,24 @@ browser:
 	apt-get install -y -q $(BROWSER) >/dev/null \
 	  || { apt-get update -q >/dev/null && apt-get install -y -q $(BROWSER) >/dev/null; }; \
 	echo "browser: $$($(BROWSER) --version 2>/dev/null || echo $(BROWSER))"
+
+# A single-node SLURM for the cluster tests (tests/cluster, tests/slurm/local_slurm.sh): Debian's
+# slurmctld, slurmd, slurm-client and munge, installed with apt-get as root; the tests start and
+# stop their own daemons. Others install them once (or the cluster tests skip, naming what lacks).
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+slurm:
+	@set -eu; PATH="$$PATH:/usr/sbin:/sbin"; \
+	if command -v slurmctld >/dev/null && command -v slurmd >/dev/null \
+	  && command -v sbatch >/dev/null && command -v munged >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "slurm: SLURM missing; install the Debian packages $(SLURM_PACKAGES) (as root)" >&2; \
+	  exit 0; \
+	fi; \
+	echo "slurm: installing Debian packages $(SLURM_PACKAGES) (apt-get)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -q $(SLURM_PACKAGES) >/dev/null \
+	  || { apt-get update -q >/dev/null && apt-get install -y -q $(SLURM_PACKAGES) >/dev/null; }; \
+	echo "slurm: $$(slurmctld -V)"
 
 # Chess engines for the atomic evaluation track (Co & Konuganti, 2026), into the git-ignored engines/:
 # engines/stockfish, a link to Debian's Stockfish (standard rules), and engines/fairy-stockfish,

@@ -14,21 +14,23 @@ the bundled lichess sample and a small random-uniform test set (seed 0):
 Every command is printed before it runs and logged to WORKDIR/commands.sh (the `launch.sweep` ones
 run in this process: the same code, one interpreter start instead of seven). Rerunning resumes:
 the sweep leaves out finished runs (`--skip-finished`) and prepared data is reused.
+
+`--scheduler slurm` submits the same steps to SLURM instead (`launch.slurm_jobs`: each stage's
+commands one job array, each step a job that starts when the arrays before it ended); `--wait`
+returns when the chain has ended, with status 0 only if every stage finished. The steps are
+`launch.protocol`'s in both cases, so both run the same commands.
 """
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from launch import sweep
+from launch import slurm_jobs
+from launch.protocol import Protocol, StepError, run_local
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
@@ -59,168 +61,93 @@ def parse_args(argv):
     help="train a stage's runs of one cell as populations of at most K members (0: one by one)",
   )
   ap.add_argument("--python", default=sys.executable, help="interpreter of the commands")
+  ap.add_argument(
+    "--scheduler",
+    choices=("local", "slurm"),
+    default="local",
+    help="local: run here; slurm: submit the same commands as SLURM job arrays (launch.cluster)",
+  )
+  ap.add_argument("--wait", action="store_true", help="slurm: return when the chain has ended")
   return ap.parse_args(argv)
 
 
-class Pipeline:
-  def __init__(self, args):
-    self.args = args
-    self.work = Path(args.workdir).resolve()  # Commands run from the repository root.
-    self.work.mkdir(parents=True, exist_ok=True)
-    self.log = self.work / "commands.sh"
-    self.log.write_text("# launch.reproduce_mini: every command, in order\n")
+def protocol(args) -> Protocol:
+  """The toy protocol: the data commands, then `launch.sweep`'s stages with the toy's flags."""
+  a, work = args, Path(args.workdir).resolve()  # Commands run from the repository root.
+  real, rand = work / "data" / "real", work / "data" / "random"
+  py = a.python
+  prep = [py, "-m", "data_prep.process_pgn", "--pgn", str(SAMPLE), "--out", str(real)]
+  prep += ["--test-fraction", "0.1", "--workers", "1"]
+  if a.sample_games:
+    prep += ["--max-games", str(a.sample_games)]
+  uniform = [py, "-m", "data_prep.random_uniform", "--games", str(a.random_games)]
+  uniform += ["--seed", "0", "--out", str(rand), "--workers", "1", "--quiet"]
+  data = [
+    {"name": "real", "command": shlex.join(prep), "outputs": [str(real / "manifest.json")]},
+    {"name": "random", "command": shlex.join(uniform), "outputs": [str(rand / "manifest.json")]},
+  ]
+  buckets = tuple(b for b in (64, 128, 192, 256, 384, 512) if b < a.max_len) + (a.max_len,)
+  sets = {
+    "data.batch_size": a.batch_size,
+    "data.max_len": a.max_len,
+    "data.bucket_lengths": buckets,
+    "train.eval_every": 10**9,  # Validate once, at the end (and the validation snapshot).
+    "train.eval_batches": 4,
+    "train.log_every": 20,
+    "train.checkpoint_every": 10**9,  # A checkpoint at the end only.
+  }
+  common = ["--families", a.families, "--sizes", a.size, "--data", str(real)]
+  common += ["--workdir-root", str(work / "runs"), "--python", py]
+  common += ["--population", str(a.population)]
+  for k, v in sets.items():
+    common += ["--set", f"{k}={v!r}".replace(" ", "")]
+  grid = ["--lrs", a.lrs, "--warmups", str(a.warmup), "--b2s", "0.99", "--wds", "0", "--off-grid"]
+  extra = "--boards 2" + (f" --max-games {a.eval_games}" if a.eval_games else "")
+  return Protocol(
+    root=str(work),
+    python=py,
+    common=common,
+    stage1=[*grid, "--steps", str(a.stage1_steps)],
+    stage2=["--steps", str(a.stage2_steps)],
+    families=a.families,
+    sizes=a.size,
+    test_data=[f"real={real}:test", f"random={rand}:test"],
+    eval_args=extra,
+    rounds=3,
+    data=data,
+  )
 
-  def record(self, argv: list[str], stdout=None) -> str:
-    """Prints and logs a command line (`argv`, its output redirected to `stdout` if given)."""
-    line = shlex.join(argv) + (f" > {shlex.quote(str(stdout))}" if stdout else "")
-    print(f"$ {line}", flush=True)
-    with open(self.log, "a") as f:
-      f.write(line + "\n")
-    return line
 
-  def sh(self, argv: list[str]) -> None:
-    """Runs one command from the repository root."""
-    line = self.record(argv)
-    result = subprocess.run(argv, cwd=REPO)
-    if result.returncode != 0:
-      raise SystemExit(f"reproduce_mini: command failed ({result.returncode}): {line}")
-
-  def sweep(self, *args: str, out: Path) -> str:
-    """`python -m launch.sweep ARGS > OUT`, run in this process; returns its output."""
-    line = self.record([self.args.python, "-m", "launch.sweep", *args], stdout=out)
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text):
-      code = sweep.main(list(args))
-    if code:
-      raise SystemExit(f"reproduce_mini: command failed ({code}): {line}")
-    Path(out).write_text(text.getvalue())
-    return text.getvalue()
-
-  def run_all(self, commands: list[str]) -> None:
-    """The commands of a stage (`chessjax.population` or `chessjax.main` processes; comment lines
-    skipped), `--jobs` at a time."""
-    commands = [c for c in commands if c.strip() and not c.lstrip().startswith("#")]
-    if not commands:
-      return
-    with ThreadPoolExecutor(max(self.args.jobs, 1)) as pool:
-      list(pool.map(lambda c: self.sh(shlex.split(c)), commands))
-
-  def paths(self):
-    return self.work / "data" / "real", self.work / "data" / "random"
-
-  def prepare(self) -> None:
-    real, rand = self.paths()
-    py = self.args.python
-    if not (real / "manifest.json").exists():
-      argv = [py, "-m", "data_prep.process_pgn", "--pgn", str(SAMPLE), "--out", str(real)]
-      argv += ["--test-fraction", "0.1", "--workers", "1"]
-      if self.args.sample_games:
-        argv += ["--max-games", str(self.args.sample_games)]
-      self.sh(argv)
-    if not (rand / "manifest.json").exists():
-      argv = [py, "-m", "data_prep.random_uniform", "--games", str(self.args.random_games)]
-      self.sh(argv + ["--seed", "0", "--out", str(rand), "--workers", "1", "--quiet"])
-
-  def common(self) -> list[str]:
-    a = self.args
-    real, _ = self.paths()
-    buckets = tuple(b for b in (64, 128, 192, 256, 384, 512) if b < a.max_len) + (a.max_len,)
-    sets = {
-      "data.batch_size": a.batch_size,
-      "data.max_len": a.max_len,
-      "data.bucket_lengths": buckets,
-      "train.eval_every": 10**9,  # Validate once, at the end (and the validation snapshot).
-      "train.eval_batches": 4,
-      "train.log_every": 20,
-      "train.checkpoint_every": 10**9,  # A checkpoint at the end only.
-    }
-    out = ["--families", a.families, "--sizes", a.size, "--data", str(real)]
-    out += ["--workdir-root", str(self.work / "runs"), "--python", a.python]
-    out += ["--population", str(a.population)]
-    for k, v in sets.items():
-      out += ["--set", f"{k}={v!r}".replace(" ", "")]
-    return out
-
-  def main(self) -> None:
-    a, w, start = self.args, self.work, time.perf_counter()
-    print("[1/6] data", flush=True)
-    self.prepare()
-    real, rand = self.paths()
-    print("[2/6] stage 1", flush=True)
-    grid = ["--lrs", a.lrs, "--warmups", str(a.warmup), "--b2s", "0.99", "--wds", "0", "--off-grid"]
-    text = self.sweep(
-      "--stage",
-      "1",
-      *grid,
-      "--steps",
-      str(a.stage1_steps),
-      *self.common(),
-      "--skip-finished",
-      out=w / "stage1.sh",
+def run(args) -> int:
+  p, start = protocol(args), time.perf_counter()
+  w = p.work
+  w.mkdir(parents=True, exist_ok=True)
+  (w / "commands.sh").write_text("# launch.reproduce_mini: every command, in order\n")
+  if args.scheduler == "slurm":
+    chain = slurm_jobs.submit_protocol(
+      p, slurm_jobs.Options(throttle=args.jobs, python=args.python)
     )
-    self.run_all(text.splitlines())
-    print("[3/6] collect stage 1, stage 2", flush=True)
-    self.sweep("--collect", str(w / "runs" / "stage1"), out=w / "stage1.csv")
-    stage2 = ["--results", str(w / "stage1.csv"), "--steps", str(a.stage2_steps)]
-    for round_ in range(1, 4):
-      more = ["--stage2-results", str(w / "stage2.csv")] if round_ > 1 else []
-      text = self.sweep(
-        "--stage",
-        "2",
-        *stage2,
-        *more,
-        *self.common(),
-        "--skip-finished",
-        out=w / f"stage2_round{round_}.sh",
-      )
-      self.run_all(text.splitlines())
-      self.sweep("--collect", str(w / "runs" / "stage2"), out=w / "stage2.csv")
-      if not text.strip():
-        break
-    print("[4/6] select", flush=True)
-    both = ["--results", str(w / "stage1.csv"), "--stage2-results", str(w / "stage2.csv")]
-    self.sweep(
-      "--select", *both, "--families", a.families, "--sizes", a.size, out=w / "selection.json"
-    )
-    print("[5/6] evaluate", flush=True)
-    test = ["--test-data", f"real={real}:test", f"random={rand}:test"]
-    extra = "--boards 2" + (f" --max-games {a.eval_games}" if a.eval_games else "")
-    text = self.sweep(
-      "--evaluate",
-      *both,
-      *test,
-      "--families",
-      a.families,
-      "--sizes",
-      a.size,
-      "--python",
-      a.python,
-      "--eval-args",
-      extra,
-      out=w / "evaluate.sh",
-    )
-    self.run_all(text.splitlines())
-    print("[6/6] report", flush=True)
-    self.sh(
-      [
-        a.python,
-        "-m",
-        "chessjax.world_model.report",
-        "--runs",
-        str(w / "runs"),
-        "--out",
-        str(w / "report"),
-      ]
-    )
-    kept = [c for c in json.loads((w / "selection.json").read_text()) if c["status"] == "done"]
-    print(f"done in {time.perf_counter() - start:.0f}s: {len(kept)} cell(s) selected")
-    print(f"report:  {w / 'report' / 'tables.md'}")
-    print(f"figures: {w / 'report' / 'figure3.png'}, {w / 'report' / 'figure4.png'}")
+    print(f"submitted to SLURM: {chain}; `python -m launch.cluster status {w}` shows it")
+    if not args.wait:
+      return 0
+    ok, message = slurm_jobs.wait(w)
+    print(f"{message} ({time.perf_counter() - start:.0f}s)")
+    if not ok:
+      return 1
+  else:
+    try:
+      run_local(p, args.jobs, say=lambda m: print(m, flush=True))
+    except StepError as e:
+      raise SystemExit(f"reproduce_mini: {e}") from None
+  kept = [c for c in json.loads((w / "selection.json").read_text()) if c["status"] == "done"]
+  print(f"done in {time.perf_counter() - start:.0f}s: {len(kept)} cell(s) selected")
+  print(f"report:  {w / 'report' / 'tables.md'}")
+  print(f"figures: {w / 'report' / 'figure3.png'}, {w / 'report' / 'figure4.png'}")
+  return 0
 
 
 def main(argv=None) -> int:
-  Pipeline(parse_args(argv)).main()
-  return 0
+  return run(parse_args(argv))
 
 
 if __name__ == "__main__":

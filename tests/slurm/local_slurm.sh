@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# A single-node SLURM in one directory, for the cluster tests (tests/cluster): Debian's slurmctld,
+# slurmd and munge (22.05), run as root.
+#
+#   tests/slurm/local_slurm.sh start DIR    # writes DIR/slurm.conf, starts munged, slurmctld, slurmd
+#   tests/slurm/local_slurm.sh stop DIR     # cancels DIR's jobs, stops the daemons by their pids
+#   SLURM_CONF=DIR/slurm.conf sinfo         # the clients read the configuration from SLURM_CONF
+#
+# Everything lives in DIR (configuration, munge key and socket, state, spool, logs, pid files),
+# so it runs beside another SLURM or munge; DIR must be traversable by the user munge (not under a
+# 0700 directory). The node has the machine's CPUs; memory is not a scheduled resource
+# (CR_Core). Processes are tracked by their parent ids (proctrack/linuxproc) and tasks are not
+# bound (task/none): no cgroups needed, so it runs in a container.
+set -euo pipefail
+
+PROG="local_slurm.sh"
+die() { echo "$PROG: error: $*" >&2; exit 1; }
+[[ $# -eq 2 && ( "$1" == start || "$1" == stop ) ]] || {
+  echo "Usage: $PROG start|stop DIR" >&2; exit 2; }
+ACTION="$1"
+DIR="$(mkdir -p "$2" && cd "$2" && pwd)"
+CONF="$DIR/slurm.conf"
+
+free_port() {  # A TCP port nothing listens on, from $1 upwards.
+  local port="$1"
+  while (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+  echo "$port"
+}
+
+# Sends SIGTERM to the process of pid file $1 and waits up to 20 s for it to end (then SIGKILL).
+stop_pid() {
+  local file="$1" pid
+  [[ -s "$file" ]] || return 0
+  pid="$(cat "$file")"
+  kill -TERM "$pid" 2>/dev/null || { rm -f "$file"; return 0; }
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || { rm -f "$file"; return 0; }
+    sleep 0.2
+  done
+  echo "$PROG: pid $pid ($file) ignored SIGTERM; killing it" >&2
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$file"
+}
+
+if [[ "$ACTION" == stop ]]; then
+  if [[ -s "$DIR/slurmctld.pid" ]] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null; then
+    # Jobs first: their slurmstepd processes would outlive slurmd.
+    SLURM_CONF="$CONF" scancel --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 1 60); do
+      [[ -z "$(SLURM_CONF="$CONF" squeue -h -o %i 2>/dev/null)" ]] && break
+      sleep 0.5
+    done
+  fi
+  stop_pid "$DIR/slurmd.pid"
+  stop_pid "$DIR/slurmctld.pid"
+  stop_pid "$DIR/munge/munged.pid"
+  exit 0
+fi
+
+[[ "$(id -u)" == 0 ]] || die "needs root (munged runs as user munge, slurmd as root)"
+for tool in munged mungekey slurmctld slurmd sbatch; do
+  command -v "$tool" >/dev/null || die "$tool missing: apt-get install slurmctld slurmd slurm-client munge"
+done
+id munge >/dev/null 2>&1 || die "no user munge (Debian's munge package makes it)"
+
+# munged wants its key private and its socket's folder open to all (execute permission).
+mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/munge" "$DIR/munge-key"
+chmod 755 "$DIR" "$DIR/munge"
+chown munge: "$DIR/munge" "$DIR/munge-key"
+chmod 700 "$DIR/munge-key"
+[[ -s "$DIR/munge-key/munge.key" ]] \
+  || su -s /bin/sh munge -c "mungekey --create --keyfile='$DIR/munge-key/munge.key'"
+su -s /bin/sh munge -c "munged --socket='$DIR/munge/munge.socket' --key-file='$DIR/munge-key/munge.key' \
+  --pid-file='$DIR/munge/munged.pid' --log-file='$DIR/munge/munged.log' \
+  --seed-file='$DIR/munge/munged.seed'"
+
+HOST="$(hostname -s)"
+CTLD_PORT="$(free_port 16817)"
+SLURMD_PORT="$(free_port $((CTLD_PORT + 1)))"
+cat >"$CONF" <<CONF
+ClusterName=chessjax-test
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$DIR/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+JobRequeue=1
+KillWait=5
+MinJobAge=600
+SlurmdTimeout=600
+SlurmctldTimeout=120
+InactiveLimit=0
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=5
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+CONF
+
+export SLURM_CONF="$CONF"
+slurmctld -f "$CONF"
+slurmd -f "$CONF"
+for _ in $(seq 1 150); do
+  if [[ "$(sinfo -h -o %t 2>/dev/null)" =~ ^(idle|mix|alloc) ]]; then
+    echo "$PROG: SLURM up in $DIR (SLURM_CONF=$CONF)"
+    exit 0
+  fi
+  sleep 0.2
+done
+echo "$PROG: the node did not come up within 30 s; logs in $DIR/log" >&2
+tail -n 20 "$DIR/log/slurmctld.log" "$DIR/log/slurmd.log" >&2 || true
+exit 1
