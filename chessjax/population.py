@@ -46,13 +46,13 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from absl import app, flags
-from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from chessjax import entry, evaluation, optim, sharding, step, train
 from chessjax.files import as_path
 from chessjax.members import check_members, member_config, parse_member
+from chessjax.runs import Member
 from chessjax.spec import TrainSpec
 from chessjax.task import Task, get_task
 
@@ -64,7 +64,7 @@ _NUMBERS = ("lr", "b1", "b2", "eps", "weight_decay", "floor", "clip_norm")
 
 class Population:
   """The members' train states stacked on a leading axis and one jitted step for all of them
-  (`chessjax.train.Runs`). The state: {"members": every member's train state (the structure of
+  (`chessjax.runs.Runs`). The state: {"members": every member's train state (the structure of
   one run's, `chessjax.step.init_state`) stacked, "hparams": each member's optimizer numbers,
   warmup and length where they differ}. A member that no longer trains is halted as the
   non-finite guard halts one (`with_active`): its state stays as it is, at no extra cost."""
@@ -74,15 +74,11 @@ class Population:
   def __init__(self, specs: list[TrainSpec], task: Task, *, devices=None):
     self.specs, self.task = specs, task
     spec = specs[0]
-    models = [step.build_model(s, task) for s in specs]
-    self.model = models[0]
-    graphdef, params0, _ = nnx.split(models[0], nnx.Param, ...)
-    states = []
-    for model, s in zip(models, specs, strict=True):
-      _, params, model_state = nnx.split(model, nnx.Param, ...)
-      tx = optim.make_optimizer(s.optim, s.lr_at, params)
-      states.append(step.init_state(params, model_state, tx))
-    del models
+    built = [step.new_state(s, task) for s in specs]  # Each member's model and state, as alone.
+    self.model, graphdef, _, first = built[0]
+    params0 = first["params"]  # The weight-decay groups, every member's (`_member_step`).
+    states = [state for *_, state in built]
+    del built
     mesh = sharding.make_mesh(devices)
     self.mesh, replicated = mesh, sharding.replicated(mesh)
     self.shared_batch = len({s.seed for s in specs}) == 1  # One data order for all.
@@ -90,17 +86,16 @@ class Population:
       self.length_axis = 1
     host = {"members": jax.tree.map(lambda *xs: jnp.stack(xs), *states), "hparams": _hparams(specs)}
     del states
-    self.state = sharding.put_replicated(host, mesh)
-    state_sharding = jax.tree.map(lambda x: x.sharding, self.state)
+    self.state, state_sharding = step.replicate(host, mesh)
     self.data_sharding = NamedSharding(mesh, P("data") if self.shared_batch else P(None, "data"))
     self.eval_sharding = sharding.batch_sharding(mesh)  # Validation batches are shared.
     member_step = partial(
       _member_step, graphdef, task, spec, params0, micro_batches=spec.micro_batches
     )
-    self.train_step = jax.jit(
+    self.train_step = step.jit_train_step(
       partial(_population_step, member_step, None if self.shared_batch else 0),
-      out_shardings=(state_sharding, replicated),
-      donate_argnums=0,
+      state_sharding,
+      mesh,
     )
     max_bad = spec.train.max_bad_batches
     self._halt = jax.jit(
@@ -239,8 +234,7 @@ def train_population(base: ml_collections.ConfigDict, root, members: list[str]) 
   check_members(configs)
   root = as_path(root)
   population = [
-    train.Member(name, config, TrainSpec.from_config(config), root / name)
-    for name, config in configs
+    Member(name, config, TrainSpec.from_config(config), root / name) for name, config in configs
   ]
   task = get_task(configs[0][1])
   return train.train_runs(population, task, lambda specs: Population(specs, task))
