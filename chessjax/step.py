@@ -13,6 +13,9 @@ the initial train state and the jitted steps (`StepFns`) of a `chessjax.spec.Tra
   replicated, the batch sharded over its rows; the state's buffers are donated to the step.
 * `StepFns.lr_at`: the learning-rate schedule the optimizer runs (`TrainSpec.lr_at`), for the
   loop's logs.
+* `build`'s parts, which a population (`chessjax.population`) builds its stacked state and step
+  with: `new_state` (a spec's model and initial train state on the host), `replicate` (the state
+  on the mesh, and its shardings) and `jit_train_step` (donated state, replicated outputs).
 
 The loop that drives these is `chessjax.train`; their compilation per batch shape is
 `chessjax.compile`.
