@@ -121,6 +121,8 @@ class RunBook:
     self.ended, self.steps = why, step
 
   def summary(self, total: int) -> dict:
+    """The run's summary as it stands (an aborted run's as it was kept), written to its workdir
+    by process 0 (`workdir.SUMMARY`)."""
     if self.kept_summary is not None:
       return self.kept_summary
     if self.ended == "aborted":
