@@ -54,6 +54,7 @@ from benchmarks.bench_train_step import (
   world_model_config,
 )
 from chessjax import machine, memory, population
+from chessjax.members import check_members, member_config
 from chessjax.spec import TrainSpec
 from chessjax.task import get_task
 
@@ -65,8 +66,8 @@ def member_configs(config: ml_collections.ConfigDict, k: int) -> list[ml_collect
   made as `python -m chessjax.population --member` makes them (and checked the same way)."""
   lr = config.optim.lr
   members = [(f"m{i}", {"optim.lr": f"{lr * 2 ** (i / k):.6g}"}) for i in range(k)]
-  configs = [(name, population.member_config(config, name, o)) for name, o in members]
-  population.check_members(configs)
+  configs = [(name, member_config(config, name, o)) for name, o in members]
+  check_members(configs)
   return [c for _, c in configs]
 
 

@@ -29,6 +29,7 @@ from chessjax import population, train, workdir
 from chessjax.batches import train_batches
 from chessjax.files import write_json
 from chessjax.machine import cpu_model
+from chessjax.members import member_config, parse_member
 from chessjax.spec import TrainSpec
 from chessjax.task import get_task
 from configs import cwm
@@ -85,10 +86,10 @@ def main(argv=None) -> dict:
   pop_s = time.perf_counter() - started
   rows = []
   for seed, summary in zip(seeds, summaries, strict=True):
-    name, overrides = population.parse_member(f"s{seed}:seed={seed}")
+    name, overrides = parse_member(f"s{seed}:seed={seed}")
     alone_dir = out / f"alone_s{seed}"
     if not workdir.finished(alone_dir):
-      train.train_and_evaluate(population.member_config(config, name, overrides), alone_dir)
+      train.train_and_evaluate(member_config(config, name, overrides), alone_dir)
     alone = workdir.read_summary(alone_dir)
     member, own = summary["validation"]["loss"], alone["validation"]["loss"]
     row = {"seed": seed, "member_loss": member, "alone_loss": own, "difference": member - own}

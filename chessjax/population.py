@@ -14,10 +14,11 @@ the non-finite guard's counters, the batch sharded over the devices as for one r
 members' states replicated. The `--config` overrides apply to every member; each `--member`
 adds its own.
 
-* Members may differ in `MEMBER_KEYS`: the seed (initialisation, dropout and data order) and the
-  optimizer's numbers (learning rate, warmup, betas, epsilon, weight decay, the schedule's floor,
-  clipping). The numbers in which members differ are arrays of the population's state that the
-  step reads (those they share stay constants of the program, as in a run alone).
+* Members may differ in `MEMBER_KEYS` (`chessjax.members`): the seed (initialisation, dropout
+  and data order) and the optimizer's numbers (learning rate, warmup, betas, epsilon, weight
+  decay, the schedule's floor, clipping). The numbers in which members differ are arrays of the
+  population's state that the step reads (those they share stay constants of the program, as
+  in a run alone).
   A key that changes the shapes or the program (family, size, model fields, batch size, lengths,
   task, schedule kind, micro-batches, remat) or the loop they share (data, cadence) is refused
   before anything starts, with a message naming it.
@@ -37,7 +38,6 @@ adds its own.
 
 import dataclasses
 import logging
-import sys
 from functools import partial
 from types import SimpleNamespace
 
@@ -46,126 +46,25 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from absl import app, flags
-from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from ml_collections import config_flags
 
-from chessjax import evaluation, memory, optim, processes, runtime, sharding, step, train
+from chessjax import entry, evaluation, optim, sharding, step, train
 from chessjax.files import as_path
-from chessjax.preemption import EXIT_STATUS, Preempted
+from chessjax.members import check_members, member_config, parse_member
+from chessjax.runs import Member
 from chessjax.spec import TrainSpec
 from chessjax.task import Task, get_task
 
 log = logging.getLogger(__name__)
 
-# Keys each member may set (`--member NAME:KEY=VALUE,...`): they leave the program alone.
-MEMBER_KEYS = (
-  "seed",
-  "optim.lr",
-  "optim.warmup_steps",
-  "optim.warmup_fraction",
-  "optim.b1",
-  "optim.b2",
-  "optim.eps",
-  "optim.weight_decay",
-  "optim.floor",
-  "optim.clip_norm",
-)
-# Why any other key cannot differ between members.
-_SHAPES = "changes the model, the batch's shapes or the compiled step"
-_WHY = {
-  "task": _SHAPES,
-  "family": _SHAPES,
-  "size": _SHAPES,
-  "model": _SHAPES,
-  "lm": _SHAPES,
-  "data.batch_size": _SHAPES,
-  "data.max_len": _SHAPES,
-  "data.bucket_lengths": _SHAPES,
-  "optim.schedule": _SHAPES,
-  "optim.decay_all": _SHAPES,
-  "train.micro_batches": _SHAPES,
-  "train.remat": _SHAPES,
-}
-_SHARED = "is the population's own (its data, length and cadence are shared by every member)"
 # The optimizer's numbers a member's step reads from the population's state.
 _NUMBERS = ("lr", "b1", "b2", "eps", "weight_decay", "floor", "clip_norm")
 
 
-def parse_member(text: str) -> tuple[str, dict[str, str]]:
-  """`NAME:KEY=VALUE[,KEY=VALUE...]` (or just `NAME`) -> (name, {key: value text})."""
-  name, _, items = text.partition(":")
-  if not name or "/" in name or name.startswith("."):
-    raise ValueError(f"--member {text!r}: a member needs a name (a directory name) before ':'")
-  overrides = {}
-  for item in filter(None, items.split(",")):
-    key, eq, value = item.partition("=")
-    if not eq:
-      raise ValueError(f"--member {text!r}: {item!r} is not KEY=VALUE")
-    overrides[key.strip()] = value.strip()
-  return name, overrides
-
-
-def member_config(base: ml_collections.ConfigDict, name: str, overrides: dict[str, str]):
-  """`base` with a member's overrides (each converted to the type the key has in `base`);
-  refuses keys a member may not set (`MEMBER_KEYS`), naming them."""
-  config = base.copy_and_resolve_references()
-  for key, text in overrides.items():
-    if key not in MEMBER_KEYS:
-      raise ValueError(f"member {name}: {key} {_reason(key)}; a member may set {MEMBER_KEYS}")
-    *path, leaf = key.split(".")
-    block = config
-    for part in path:
-      block = block[part]
-    kind = type(block[leaf])
-    try:
-      block[leaf] = kind(float(text)) if kind is int else kind(text)
-    except ValueError:
-      raise ValueError(f"member {name}: {key}={text!r} is not a {kind.__name__}") from None
-  return config
-
-
-def _reason(key: str) -> str:
-  for prefix, why in _WHY.items():
-    if key == prefix or key.startswith(prefix + "."):
-      return why
-  return _SHARED
-
-
-def _flat(tree, prefix="") -> dict:
-  out = {}
-  for key, value in tree.items():
-    if isinstance(value, dict):
-      out.update(_flat(value, f"{prefix}{key}."))
-    else:
-      out[f"{prefix}{key}"] = value
-  return out
-
-
-def check_members(configs: list[tuple[str, ml_collections.ConfigDict]]) -> None:
-  """Refuses a population whose members differ in a key other than `MEMBER_KEYS` (configs
-  built in code may have differed anywhere), naming the key and the members."""
-  names = [name for name, _ in configs]
-  if not configs:
-    raise ValueError("a population needs at least one --member")
-  duplicates = sorted({n for n in names if names.count(n) > 1})
-  if duplicates:
-    raise ValueError(f"member names must differ: {duplicates} given twice")
-  first_name, first = configs[0][0], _flat(configs[0][1].to_dict())
-  for name, config in configs[1:]:
-    flat = _flat(config.to_dict())
-    for key in sorted(set(first) | set(flat)):
-      if key not in MEMBER_KEYS and first.get(key) != flat.get(key):
-        raise ValueError(
-          f"members {first_name} and {name} differ in {key} ({first.get(key)!r} against "
-          f"{flat.get(key)!r}), which {_reason(key)}: they cannot share one program"
-        )
-
-
 class Population:
   """The members' train states stacked on a leading axis and one jitted step for all of them
-  (`chessjax.train.Runs`). The state: {"members": every member's train state (the structure of
+  (`chessjax.runs.Runs`). The state: {"members": every member's train state (the structure of
   one run's, `chessjax.step.init_state`) stacked, "hparams": each member's optimizer numbers,
   warmup and length where they differ}. A member that no longer trains is halted as the
   non-finite guard halts one (`with_active`): its state stays as it is, at no extra cost."""
@@ -175,15 +74,11 @@ class Population:
   def __init__(self, specs: list[TrainSpec], task: Task, *, devices=None):
     self.specs, self.task = specs, task
     spec = specs[0]
-    models = [step.build_model(s, task) for s in specs]
-    self.model = models[0]
-    graphdef, params0, _ = nnx.split(models[0], nnx.Param, ...)
-    states = []
-    for model, s in zip(models, specs, strict=True):
-      _, params, model_state = nnx.split(model, nnx.Param, ...)
-      tx = optim.make_optimizer(s.optim, s.lr_at, params)
-      states.append(step.init_state(params, model_state, tx))
-    del models
+    built = [step.new_state(s, task) for s in specs]  # Each member's model and state, as alone.
+    self.model, graphdef, _, first = built[0]
+    params0 = first["params"]  # The weight-decay groups, every member's (`_member_step`).
+    states = [state for *_, state in built]
+    del built
     mesh = sharding.make_mesh(devices)
     self.mesh, replicated = mesh, sharding.replicated(mesh)
     self.shared_batch = len({s.seed for s in specs}) == 1  # One data order for all.
@@ -191,17 +86,16 @@ class Population:
       self.length_axis = 1
     host = {"members": jax.tree.map(lambda *xs: jnp.stack(xs), *states), "hparams": _hparams(specs)}
     del states
-    self.state = sharding.put_replicated(host, mesh)
-    state_sharding = jax.tree.map(lambda x: x.sharding, self.state)
+    self.state, state_sharding = step.replicate(host, mesh)
     self.data_sharding = NamedSharding(mesh, P("data") if self.shared_batch else P(None, "data"))
     self.eval_sharding = sharding.batch_sharding(mesh)  # Validation batches are shared.
     member_step = partial(
       _member_step, graphdef, task, spec, params0, micro_batches=spec.micro_batches
     )
-    self.train_step = jax.jit(
+    self.train_step = step.jit_train_step(
       partial(_population_step, member_step, None if self.shared_batch else 0),
-      out_shardings=(state_sharding, replicated),
-      donate_argnums=0,
+      state_sharding,
+      mesh,
     )
     max_bad = spec.train.max_bad_batches
     self._halt = jax.jit(
@@ -340,45 +234,33 @@ def train_population(base: ml_collections.ConfigDict, root, members: list[str]) 
   check_members(configs)
   root = as_path(root)
   population = [
-    train.Member(name, config, TrainSpec.from_config(config), root / name)
-    for name, config in configs
+    Member(name, config, TrainSpec.from_config(config), root / name) for name, config in configs
   ]
   task = get_task(configs[0][1])
   return train.train_runs(population, task, lambda specs: Population(specs, task))
 
 
-FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "Config file (configs/cwm.py:family=...,size=...)")
-flags.DEFINE_string("workdir", None, "The population's root: each member trains in ROOT/NAME.")
+FLAGS = entry.FLAGS  # --config and --workdir (`chessjax.entry`).
 flags.DEFINE_multi_string("member", [], "NAME[:KEY=VALUE,...] (repeat): one member and its keys.")
-flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-  logging.getLogger("absl").setLevel(logging.WARNING)
   config = FLAGS.config
-  try:
+
+  def check() -> TrainSpec:  # A wrong key or value, or a member's, stops here.
     spec = TrainSpec.from_config(config)
-    for name, overrides in map(parse_member, FLAGS.member):
-      TrainSpec.from_config(member_config(config, name, overrides))
-  except ValueError as e:
-    raise SystemExit(f"error: {e}") from None
-  runtime.setup(spec.train.compilation_cache)
-  runtime.set_matmul_precision(spec.dtype)
-  preempted = None
-  with processes.fail_together():
-    try:
-      summaries = train_population(config, FLAGS.workdir, FLAGS.member)
-    except Preempted as e:
-      preempted = e
-    except (ValueError, memory.StepTooLarge) as e:
-      raise SystemExit(f"error: {e}") from None
-  if preempted is not None:
-    print(f"{preempted}", file=sys.stderr, flush=True)
-    sys.exit(EXIT_STATUS)
+    members = [(n, member_config(config, n, o)) for n, o in map(parse_member, FLAGS.member)]
+    check_members(members)
+    for _, member in members:
+      TrainSpec.from_config(member)
+    return spec
+
+  summaries = entry.run(
+    argv,
+    check=check,
+    train=lambda: train_population(config, FLAGS.workdir, FLAGS.member),
+    input_errors=(ValueError,),  # Members that cannot share a program, or resume together.
+  )
   aborted = [n for n, s in zip(FLAGS.member, summaries, strict=True) if s.get("aborted")]
   if aborted:
     names = ", ".join(parse_member(n)[0] for n in aborted)

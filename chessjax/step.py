@@ -13,6 +13,9 @@ the initial train state and the jitted steps (`StepFns`) of a `chessjax.spec.Tra
   replicated, the batch sharded over its rows; the state's buffers are donated to the step.
 * `StepFns.lr_at`: the learning-rate schedule the optimizer runs (`TrainSpec.lr_at`), for the
   loop's logs.
+* `build`'s parts, which a population (`chessjax.population`) builds its stacked state and step
+  with: `new_state` (a spec's model and initial train state on the host), `replicate` (the state
+  on the mesh, and its shardings) and `jit_train_step` (donated state, replicated outputs).
 
 The loop that drives these is `chessjax.train`; their compilation per batch shape is
 `chessjax.compile`.
@@ -205,44 +208,57 @@ def build_model(spec: TrainSpec, task: Task) -> nnx.Module:
   )
 
 
-def build(spec: TrainSpec, task: Task, *, devices=None, abstract: bool = False):
-  """Model, initial train state and jitted steps (`StepFns`) of a spec, data parallel over
-  `devices` (default: every device of every process). `abstract`: the model and state as shapes
-  only (`jax.ShapeDtypeStruct`s with their shardings; nothing initialised), the template a
-  checkpoint is restored into."""
+def new_state(spec: TrainSpec, task: Task, *, abstract: bool = False):
+  """The spec's model, its graph definition, its optimizer and its initial train state on the
+  host (`init_state`; `abstract`: model and state as shapes only, nothing initialised)."""
   if abstract:
     model = nnx.eval_shape(lambda: build_model(spec, task))
   else:
     model = build_model(spec, task)
   graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
   tx = optim.make_optimizer(spec.optim, spec.lr_at, params)
-  mesh = sharding.make_mesh(devices)
-  replicated = sharding.replicated(mesh)
   if abstract:
-    shapes = jax.eval_shape(lambda p, s: init_state(p, s, tx), params, model_state)
+    state = jax.eval_shape(lambda p, s: init_state(p, s, tx), params, model_state)
+  else:
+    state = init_state(params, model_state, tx)
+  return model, graphdef, tx, state
+
+
+def replicate(state: dict, mesh) -> tuple[dict, object]:
+  """A host train state replicated over `mesh` (shapes: as shapes with that sharding), and its
+  shardings: where the step keeps it."""
+  replicated = sharding.replicated(mesh)
+  if all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(state)):
     state = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), state
     )
   else:
-    state = sharding.put_replicated(init_state(params, model_state, tx), mesh)
-  state_sharding = jax.tree.map(lambda x: x.sharding, state)
+    state = sharding.put_replicated(state, mesh)
+  return state, jax.tree.map(lambda x: x.sharding, state)
+
+
+def jit_train_step(fn, state_sharding, mesh):
+  """`fn(state, batch) -> (state, outputs)` jitted as the loop runs it: the state's buffers
+  donated and kept where they are (`state_sharding`), the outputs replicated."""
+  return jax.jit(fn, out_shardings=(state_sharding, sharding.replicated(mesh)), donate_argnums=0)
+
+
+def build(spec: TrainSpec, task: Task, *, devices=None, abstract: bool = False):
+  """Model, initial train state and jitted steps (`StepFns`) of a spec, data parallel over
+  `devices` (default: every device of every process). `abstract`: the model and state as shapes
+  only (`jax.ShapeDtypeStruct`s with their shardings; nothing initialised), the template a
+  checkpoint is restored into."""
+  model, graphdef, tx, state = new_state(spec, task, abstract=abstract)
+  mesh = sharding.make_mesh(devices)
+  state, state_sharding = replicate(state, mesh)
+  t = spec.train
+  fn = partial(train_step, graphdef, tx, task, t.snapshot_every, t.max_bad_batches,
+               micro_batches=spec.micro_batches)  # fmt: skip
   fns = StepFns(
     task=task,
     graphdef=graphdef,
-    train_step=jax.jit(
-      partial(
-        train_step,
-        graphdef,
-        tx,
-        task,
-        spec.train.snapshot_every,
-        spec.train.max_bad_batches,
-        micro_batches=spec.micro_batches,
-      ),
-      out_shardings=(state_sharding, replicated),
-      donate_argnums=0,
-    ),
-    eval_step=jax.jit(partial(eval_step, graphdef, task), out_shardings=replicated),
+    train_step=jit_train_step(fn, state_sharding, mesh),
+    eval_step=jax.jit(partial(eval_step, graphdef, task), out_shardings=sharding.replicated(mesh)),
     predict=jax.jit(partial(predict, graphdef)),
     state_sharding=state_sharding,
     data_sharding=sharding.batch_sharding(mesh),

@@ -2,9 +2,11 @@
 `train_runs(...)` is the same loop over the members of a population (`chessjax.population`).
 
 Reads top to bottom: read the config once (`chessjax.spec`), get the task (`chessjax.task`) and
-the training batches (`chessjax.batches`), build the model, train state and jitted step
-(`chessjax.step.build`, or a population's), restore the newest readable checkpoint of each run,
-then run the compiled train step once per batch. Nothing here knows what a batch holds beyond
+the training batches (`chessjax.batches`), build the model, train state and jitted step (the
+`chessjax.runs.Runs` the loop is given: `OneRun`, `chessjax.step.build`'s, or a population),
+restore the newest readable checkpoint of each run, then run the compiled train step once per
+batch. Each run's checkpoints, early stopping (`chessjax.early_stopping`), logs and summary are
+its `chessjax.runs.RunBook`. Nothing here knows what a batch holds beyond
 `task.batch_keys` and its `mask` (True on scored positions, used to count tokens).
 
 * Data parallel over every device of every process (`chessjax.step`): each process feeds its rows
@@ -15,7 +17,8 @@ then run the compiled train step once per batch. Nothing here knows what a batch
   device value is read on the host between logging, validation and checkpoint steps (a progress
   line shows only outputs already computed), and the host queues at most `IN_FLIGHT` steps ahead
   of the device. Every log line says how long the loop waited on its input ("input wait", a share
-  of the interval) and how long the host itself took per step ("host ms/step").
+  of the interval) and how long the host itself took per step ("host ms/step";
+  `chessjax.timing`).
 * Non-finite guard: the step skips non-finite batches and rolls parameters back to a snapshot
   (`chessjax.step.train_step`); after `max_bad_batches` consecutive bad batches the step leaves
   the state where it is, and the loop, reading the counters at its next logging, validation or
@@ -37,30 +40,27 @@ then run the compiled train step once per batch. Nothing here knows what a batch
 """
 
 import collections
-import contextlib
 import dataclasses
 import json
 import logging
 import time
-from pathlib import Path
-from typing import Protocol
 
 import jax
 import ml_collections
 import numpy as np
 
-from chessjax import batches, evaluation, flops, logs, peaks, profiling
+from chessjax import batches, flops, peaks, profiling
 from chessjax import workdir as workdir_lib
-from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.compile import StepCompiler, batch_shape, check_memory
 from chessjax.data.plan import bucket_length
-from chessjax.files import as_path, write_json, write_text
+from chessjax.files import as_path, write_text
 from chessjax.models import count_params
 from chessjax.preemption import Preempted, Preemption
 from chessjax.prefetch import DevicePrefetch
+from chessjax.runs import Member, OneRun, RunBook, Runs
 from chessjax.spec import TrainSpec
-from chessjax.step import build
 from chessjax.task import Task, get_task
+from chessjax.timing import IntervalTiming
 
 log = logging.getLogger(__name__)
 
@@ -79,76 +79,6 @@ class NonFiniteError(RuntimeError):
 def config_json(config) -> str:
   """The config as the workdir keeps it (`config.json`)."""
   return json.dumps(config.to_dict(), indent=2, sort_keys=True, default=str) + "\n"
-
-
-class Runs(Protocol):
-  """What the loop trains together: one run (`OneRun`) or a population's members."""
-
-  task: Task
-  model: object  # One member's model (its parameter count and FLOPs).
-  state: dict  # The initial train state of every member.
-  train_step: object  # jitted (state, batch) -> (state, outputs)
-  length_axis: int  # The positions axis of a device batch.
-
-  def device_batch(self, host: list[dict]) -> dict: ...  # Global arrays of each member's batch.
-
-  def member_like(self) -> dict: ...  # The abstract train state of one member.
-
-  def member(self, state: dict, i: int) -> dict: ...  # Member i's train state.
-
-  def with_members(self, state: dict, members: dict[int, dict]) -> dict: ...
-
-  def with_active(self, state: dict, active: list[bool]) -> dict: ...  # Inactive: frozen.
-
-  def outputs(self, out: dict, i: int) -> dict: ...  # Member i's of the host outputs.
-
-  def validate(self, state: dict, batches: list[dict]) -> list[dict]: ...  # One per member.
-
-  def lr_at(self, i: int): ...  # Member i's schedule.
-
-
-class OneRun:
-  """A run trained alone: the step `chessjax.step.build` makes, on an unbatched state."""
-
-  length_axis = 1
-
-  def __init__(self, spec: TrainSpec, task: Task):
-    self.model, self.state, self.fns = build(spec, task)
-    self.task, self.train_step = task, self.fns.train_step
-
-  def device_batch(self, host):
-    return evaluation.device_batch(host[0], self.fns)
-
-  def member_like(self):
-    return abstract_like(self.state)
-
-  def member(self, state, i):
-    return state
-
-  def with_members(self, state, members):
-    return members.get(0, state)
-
-  def with_active(self, state, active):
-    return state  # The loop stops when its one run does.
-
-  def outputs(self, out, i):
-    return out
-
-  def validate(self, state, batches):
-    return [evaluation.accumulate(self.fns, state, batches)]
-
-  def lr_at(self, i):
-    return self.fns.lr_at
-
-
-@dataclasses.dataclass
-class Member:
-  """One run of a loop: its config (as its workdir keeps it), spec and workdir."""
-
-  name: str  # "" for a run trained alone.
-  config: ml_collections.ConfigDict
-  spec: TrainSpec
-  workdir: Path
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
@@ -209,65 +139,6 @@ def train_runs(members: list[Member], task: Task, make_runs) -> list[dict]:
     loop.close()
 
 
-class _Run:
-  """The loop's bookkeeping of one member: checkpoints, early stopping, logs, how it ended."""
-
-  def __init__(self, member: Member, *, validates: bool, params: int, **logger_kwargs):
-    self.chief = jax.process_index() == 0
-    self.spec, self.workdir = member.spec, member.workdir
-    self.ckpt = Checkpointer(self.workdir, max_to_keep=self.spec.train.keep_checkpoints)
-    self.best = Checkpointer(self.workdir, max_to_keep=1, subdir="best") if validates else None
-    self.stopping = _EarlyStopping(self.workdir, self.spec.train.early_stopping_patience)
-    self.logger = logs.TrainLogger(
-      self.workdir if self.chief else None, name=member.name, **logger_kwargs
-    )
-    self.params = params
-    self.ended = ""  # Why it no longer trains: "total", "stopped", "aborted" or "preempted".
-    self.steps = 0  # Steps done: where it is, or where it stopped.
-    self.resumed_from = 0
-    self.counters = {"bad_batches": 0, "rollbacks": 0}  # The guard's, as last read.
-    self.abort_reason = ""
-    self.last_eval: dict = {}
-    self.kept_summary: dict | None = None  # An aborted run's summary, kept by a rerun.
-
-  def end(self, why: str, step: int) -> None:
-    self.ended, self.steps = why, step
-
-  def summary(self, total: int) -> dict:
-    if self.kept_summary is not None:
-      return self.kept_summary
-    if self.ended == "aborted":
-      health = {"aborted": True, "abort_reason": self.abort_reason, **self.counters}
-    else:
-      health = {
-        "aborted": False,
-        "stopped_early": self.ended == "stopped",
-        "preempted": self.ended == "preempted",
-        "best_step": self.stopping.best_step,
-        **self.counters,
-      }
-    summary = {
-      "task": self.spec.task,
-      "family": self.spec.family,
-      "size": self.spec.size,
-      "params": self.params,
-      "steps": self.steps,
-      "total_steps": total,
-      "resumed_from": self.resumed_from,
-      **health,
-      "validation": {k: v for k, v in self.last_eval.items() if k != "bins"},
-    }
-    if self.chief:
-      workdir_lib.write_summary(self.workdir, summary)
-    return summary
-
-  def close(self) -> None:
-    for ckpt in (self.ckpt, self.best):
-      if ckpt is not None:
-        ckpt.close()
-    self.logger.close()
-
-
 @dataclasses.dataclass
 class _Prepared:
   """One step's input on the devices, each member's token counts (of the whole batch) and each
@@ -295,7 +166,7 @@ class _Loop:
     self.val_batches = batches.validation_batches(spec, task.eval_rows)
     self.profiler = profiling.StepProfiler(spec.train.profile, members[0].workdir / "profile")
     self.rs = [
-      _Run(
+      RunBook(
         m,
         validates=bool(self.val_batches),
         params=self.params,
@@ -309,7 +180,7 @@ class _Loop:
     self.compiler = StepCompiler(self.runs.train_step, length_axis=self.runs.length_axis)
     self.checked = False  # Whether the memory check has run (at the first compilation).
     self.prefetch = None
-    self.timing = _Timing()
+    self.timing = IntervalTiming()
 
   def close(self) -> None:
     if self.prefetch is not None:
@@ -556,47 +427,6 @@ class _Loop:
     return [r.summary(self.total) for r in self.rs]
 
 
-class _Timing:
-  """Where one logging interval's time went: compiling, waiting on the input, waiting on the
-  device, validating and saving; the rest is the host's own work."""
-
-  def __init__(self):
-    self._reset()
-
-  def _reset(self) -> None:
-    self.start, self.steps = time.perf_counter(), 0
-    self.compile_s = self.device_s = self.aside_s = 0.0
-
-  def compiled(self, seconds: float) -> None:
-    self.compile_s += seconds
-
-  def device(self, wait) -> None:
-    started = time.perf_counter()
-    wait()
-    self.device_s += time.perf_counter() - started
-
-  @contextlib.contextmanager
-  def aside(self):
-    """Around work (validation, starting checkpoints) whose time is left out of the host's."""
-    started = time.perf_counter()
-    try:
-      yield
-    finally:
-      self.aside_s += time.perf_counter() - started
-
-  def interval(self, prefetch: DevicePrefetch) -> dict:
-    """`input_wait` (share of the interval's time, compilation left out) and `host_ms` (per
-    step) since the last call."""
-    wall = max(time.perf_counter() - self.start - self.compile_s, 1e-9)
-    steps = max(self.steps, 1)
-    input_s = prefetch.waited
-    prefetch.waited = 0.0
-    host_s = max(wall - input_s - self.device_s - self.aside_s, 0.0)
-    out = {"input_wait": min(input_s / wall, 1.0), "host_ms": 1e3 * host_s / steps}
-    self._reset()
-    return out
-
-
 def _first_uses(plans, start: int, stop: int):
   """The batch lengths of steps [start, stop) in the order they are first used: the longest of
   the members' batches at each step (`BatchPlan.first_uses` for one data order)."""
@@ -610,36 +440,3 @@ def _first_uses(plans, start: int, stop: int):
     if t not in seen:
       seen.add(t)
       yield t
-
-
-class _EarlyStopping:
-  """Best validation metric so far and early stopping, persisted in WORKDIR/early_stopping.json
-  (`workdir_lib.EARLY_STOPPING`) so a resumed run continues the count (and a run that stopped
-  early stays stopped)."""
-
-  def __init__(self, workdir, patience: int):
-    self.path, self.patience = workdir_lib.early_stopping_path(workdir), int(patience)
-    saved_at = workdir_lib.early_stopping_path(workdir, existing=True)
-    saved = json.loads(saved_at.read_text()) if saved_at.exists() else {}
-    self.best = saved.get("best", float("inf"))
-    self.best_step = saved.get("best_step")
-    self.since_best = saved.get("since_best", 0)
-    self.stopped = bool(saved.get("stopped", False))
-
-  def update(self, step: int, metric: float) -> bool:
-    """Records a validation result; returns whether it is the best so far."""
-    if metric < self.best:
-      self.best, self.best_step, self.since_best = metric, step, 0
-      return True
-    self.since_best += 1
-    self.stopped = self.patience > 0 and self.since_best >= self.patience
-    return False
-
-  def write(self) -> None:
-    state = {
-      "best": self.best,
-      "best_step": self.best_step,
-      "since_best": self.since_best,
-      "stopped": self.stopped,
-    }
-    write_json(self.path, state)

@@ -60,7 +60,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from chessjax import workdir as workdirs
-from chessjax.population import MEMBER_KEYS
+from chessjax.members import MEMBER_KEYS
 from chessjax.workdir import find_workdirs
 from chessjax.world_model import grid, selection
 from chessjax.world_model.selection import RunRecord

@@ -611,7 +611,7 @@ def test_stage1_as_populations_keeps_every_run_and_workdir(capsys, monkeypatch):
   """`--population K`: each family's runs of a size in commands of at most K members, each member
   the run alone (its config and its workdir, ROOT/stage1/NAME), so collect and the selection read
   them unchanged; the text says which run is in which population, as the JSON does."""
-  from chessjax import population
+  from chessjax import members
 
   monkeypatch.chdir(REPO)
   args = [
@@ -648,8 +648,8 @@ def test_stage1_as_populations_keeps_every_run_and_workdir(capsys, monkeypatch):
     fv(argv)
     assert fv.workdir == "runs/stage1" and len(fv.member) == len(p["members"])
     for text_ in fv.member:
-      name, overrides = population.parse_member(text_)
-      member = population.member_config(fv.config, name, overrides)
+      name, overrides = members.parse_member(text_)
+      member = members.member_config(fv.config, name, overrides)
       workdir = f"{fv.workdir}/{name}"
       assert member.to_dict() == runs[workdir].to_dict(), name
       seen.append(workdir)

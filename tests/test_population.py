@@ -20,6 +20,7 @@ from chessjax import compile as compiling
 from chessjax import memory, population, train, workdir
 from chessjax.batches import train_batches
 from chessjax.data.rows import GameRows
+from chessjax.members import check_members, member_config, parse_member
 from chessjax.spec import TrainSpec
 from chessjax.world_model import evaluate, selection, track
 from configs import cwm
@@ -68,8 +69,8 @@ def trained(small_dataset, tmp_path_factory):
   summaries = population.train_population(base, root / "pop", MEMBERS)
   alone = {}
   for text in ("lr:optim.lr=3e-4,optim.warmup_steps=2", "seed:seed=1"):
-    name, overrides = population.parse_member(text)
-    config = population.member_config(base, name, overrides)
+    name, overrides = parse_member(text)
+    config = member_config(base, name, overrides)
     alone[name] = root / f"alone_{name}"
     train.train_and_evaluate(config, alone[name])
   return {"root": root, "pop": root / "pop", "summaries": summaries, "alone": alone}
@@ -189,11 +190,11 @@ def test_keys_that_change_the_program_are_refused(small_dataset, tmp_path):
   with pytest.raises(ValueError, match="given twice"):
     population.train_population(base, tmp_path / "refused", ["a", "a:seed=2"])
   with pytest.raises(ValueError, match="is not KEY=VALUE"):
-    population.parse_member("a:seed")
+    parse_member("a:seed")
   other = base.copy_and_resolve_references()
   other.family = "gated_deltanet"
   with pytest.raises(ValueError, match="differ in family"):
-    population.check_members([("a", base), ("b", other)])
+    check_members([("a", base), ("b", other)])
   assert not (tmp_path / "refused").exists()  # Refused before anything was written.
 
 
@@ -216,18 +217,15 @@ def test_language_model_members_equal_their_runs_alone(lm_sample, tmp_path):
   members = ["a", "b:seed=3,optim.lr=1e-3"]
   population.train_population(base, tmp_path / "pop", members)
   for text in members[1:]:
-    name, overrides = population.parse_member(text)
+    name, overrides = parse_member(text)
     alone = tmp_path / f"alone_{name}"
-    train.train_and_evaluate(population.member_config(base, name, overrides), alone)
+    train.train_and_evaluate(member_config(base, name, overrides), alone)
     assert_close(params(tmp_path / "pop" / name), params(alone))
 
 
 def test_population_specs_differ_only_in_member_keys(small_dataset):
   base = cwm_config(small_dataset)
-  specs = [
-    TrainSpec.from_config(population.member_config(base, n, o))
-    for n, o in map(population.parse_member, MEMBERS)
-  ]
+  specs = [TrainSpec.from_config(member_config(base, n, o)) for n, o in map(parse_member, MEMBERS)]
   fields = {f.name for f in dataclasses.fields(TrainSpec)} - {"seed", "optim"}
   for spec in specs[1:]:
     assert all(getattr(spec, f) == getattr(specs[0], f) for f in fields if f != "model")

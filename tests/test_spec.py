@@ -7,8 +7,9 @@ import json
 import ml_collections
 import pytest
 
-from chessjax import runtime, train, workdir
+from chessjax import runtime, workdir
 from chessjax import spec as spec_lib
+from chessjax.early_stopping import EarlyStopping
 from chessjax.spec import DataSpec, LoopSpec, OptimSpec, TrainSpec
 from configs import cwm
 from configs import lm as lm_config
@@ -137,7 +138,7 @@ def test_one_rule_of_a_finished_run(tmp_path, summary, finished):
 
 def test_early_stopping_reads_its_old_name(tmp_path):
   (tmp_path / "selection.json").write_text(json.dumps({"best": 0.5, "best_step": 7, "stopped": 1}))
-  stopping = train._EarlyStopping(tmp_path, patience=1)
+  stopping = EarlyStopping(tmp_path, patience=1)
   assert (stopping.best, stopping.best_step, stopping.stopped) == (0.5, 7, True)
   stopping.write()
   assert json.loads((tmp_path / workdir.EARLY_STOPPING).read_text())["best_step"] == 7

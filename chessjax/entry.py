@@ -1,0 +1,74 @@
+"""The shared prologue of the training commands (`chessjax.main`, `chessjax.population`).
+
+    def main(argv):
+      entry.run(argv, check=lambda: TrainSpec.from_config(entry.FLAGS.config),
+                train=lambda: train.train_and_evaluate(entry.FLAGS.config, entry.FLAGS.workdir))
+
+The flags both commands read, `--config` and `--workdir`, are defined here, once per process
+(absl refuses a flag defined twice, so both commands can be imported together). `run` is what
+each does around its training: INFO logging with times (absl's only from warnings up); the
+config checked before any set-up (`check`, a wrong key or value reported as `error: ...` with
+exit status 1); the compilation cache and matmul precision (`chessjax.runtime`, which also joins
+the other processes of a multi-host run); the config locked; then the training, one process's
+error stopping them all (`chessjax.processes.fail_together`). A preemption notice, once every
+process saved, exits with `preemption.EXIT_STATUS`; a step too large for the memory
+(`memory.StepTooLarge`) and the command's own input errors exit with `error: ...`.
+"""
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from chessjax import memory, preemption, processes, runtime
+from chessjax.spec import TrainSpec
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "Config file (configs/cwm.py:family=...,size=...)")
+flags.DEFINE_string(
+  "workdir",
+  None,
+  "Where checkpoints, logs and summaries go (a population's root: each member in ROOT/NAME).",
+)
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def run(
+  argv,
+  *,
+  check: Callable[[], TrainSpec],
+  train: Callable[[], Any],
+  input_errors: tuple[type[Exception], ...] = (),
+) -> Any:
+  """`train()`'s result, after the prologue (module docstring). `check()` reads every config
+  the command will train and returns the spec whose compilation cache and precision the process
+  takes; a ValueError there stops the command before any set-up. `input_errors`: the errors of
+  `train()` that are the command's bad input (a one-line `error: ...`, not a traceback)."""
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+  logging.getLogger("absl").setLevel(logging.WARNING)
+  try:
+    spec = check()
+  except ValueError as e:
+    raise SystemExit(f"error: {e}") from None
+  # Before any compilation (and before backends start, which logs the probe it quiets); joins
+  # the other processes of a multi-host run.
+  runtime.setup(spec.train.compilation_cache)
+  runtime.set_matmul_precision(spec.dtype)
+  FLAGS.config.lock()
+  preempted = None
+  with processes.fail_together():
+    try:
+      result = train()
+    except preemption.Preempted as e:
+      preempted = e  # Every process saved the same step; none has failed.
+    except (memory.StepTooLarge, *input_errors) as e:
+      raise SystemExit(f"error: {e}") from None
+  if preempted is not None:
+    print(preempted, file=sys.stderr, flush=True)
+    sys.exit(preemption.EXIT_STATUS)
+  return result

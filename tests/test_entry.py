@@ -1,0 +1,51 @@
+"""The training commands' shared prologue (`chessjax.entry`): both commands in one process, and a
+wrong config value or member reported the same way by both, before anything starts."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+CONFIG = f"--config={REPO / 'configs' / 'cwm.py'}:family=slice,size=d128,smoke=True"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+  env = dict(os.environ, PYTHONPATH=str(REPO))
+  return subprocess.run(
+    [sys.executable, *args], cwd=REPO, capture_output=True, text=True, env=env, timeout=300
+  )
+
+
+def test_both_commands_import_in_one_process():
+  """Their flags (`--config`, `--workdir`) are defined once, by `chessjax.entry`: absl refuses a
+  flag defined twice."""
+  proc = run("-c", "import chessjax.main, chessjax.population; print('both imported')")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.strip() == "both imported"
+
+
+SCHEDULE = "--config.optim.schedule=nope"
+
+
+@pytest.mark.parametrize(
+  "command, args, message",
+  [
+    ("chessjax.main", (SCHEDULE,), "error: optim.schedule must be one of"),
+    ("chessjax.population", (SCHEDULE, "--member=a"), "error: optim.schedule must be one of"),
+    (
+      "chessjax.population",
+      ("--member=a", "--member=b:data.batch_size=16"),
+      "error: member b: data.batch_size changes the model, the batch's shapes",
+    ),
+    ("chessjax.population", ("--member=a", "--member=a:seed=2"), "error: member names must"),
+  ],
+)
+def test_a_wrong_config_value_is_one_line_and_status_1(tmp_path, command, args, message):
+  work = tmp_path / "work"
+  proc = run("-m", command, CONFIG, f"--workdir={work}", *args)
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  assert not work.exists()  # Refused before anything was written.
