@@ -18,7 +18,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from chessjax import memory, preemption, processes, runtime, train
+from chessjax import init_from, memory, preemption, processes, runtime, train
 from chessjax.spec import TrainSpec
 
 FLAGS = flags.FLAGS
@@ -45,7 +45,7 @@ def main(argv) -> None:
       train.train_and_evaluate(config, FLAGS.workdir)
     except preemption.Preempted as e:
       preempted = e  # Every process saved the same step; none has failed.
-    except memory.StepTooLarge as e:
+    except (init_from.InitError, memory.StepTooLarge) as e:
       raise SystemExit(f"error: {e}") from None
   if preempted is not None:
     print(preempted, file=sys.stderr, flush=True)

@@ -49,7 +49,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from chessjax import batches, evaluation, flops, logs, peaks, profiling
+from chessjax import batches, evaluation, flops, init_from, logs, peaks, profiling
 from chessjax import workdir as workdir_lib
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.compile import StepCompiler, batch_shape, check_memory
@@ -257,6 +257,9 @@ class _Run:
       **health,
       "validation": {k: v for k, v in self.last_eval.items() if k != "bins"},
     }
+    init = init_from.read_record(self.workdir)  # Started from another run's parameters.
+    if init is not None:
+      summary["init"] = init
     if self.chief:
       workdir_lib.write_summary(self.workdir, summary)
     return summary
@@ -538,6 +541,9 @@ class _Loop:
       saved = [restored[i][2] for i in training if self.group_of[i] == g and i in restored]
       it.set_state(saved[0] if saved else {"next_batch": start, "plan": it.plan.fingerprint()})
     state = runs.with_members(runs.state, {i: s for i, (_, s, _) in restored.items()})
+    # A member with no checkpoint of its own starts from its `init` source, if it names one.
+    fresh = [i for i in training if i not in restored]
+    state = init_from.initialise(runs, state, self.members, fresh, [r.logger.message for r in rs])
     for i, (_, s, _) in restored.items():
       rs[i].counters = {k: int(s[k]) for k in ("bad_batches", "rollbacks")}
     if restored and start:
