@@ -3,6 +3,7 @@ atomic and chess random-uniform games, fine-tuned and trained from scratch on N 
 scored again; the record's structure, and a rerun that does nothing new."""
 
 import json
+import os
 
 import pytest
 
@@ -22,7 +23,8 @@ def _argv(work, dataset):
     "--work", str(work), "--families", ",".join(FAMILIES), "--chess-train", str(dataset),
     "--source-steps", "3", "--steps", "2", "--batch-size", "4", "--max-len", "32",
     "--test-games", "6", "--train-games", ",".join(map(str, NS)), "--eval-every", "3",
-    "--eval-batches", "1", "--checkpoint-every", "2", "--cores", "0",
+    "--eval-batches", "1", "--checkpoint-every", "2",
+    "--cores", str(min(os.sched_getaffinity(0))),  # This worker's own core.
   ]  # fmt: skip
 
 
