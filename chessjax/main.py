@@ -16,7 +16,7 @@ for none).
 
 from absl import app
 
-from chessjax import entry, train
+from chessjax import entry, init_from, train
 from chessjax.spec import TrainSpec
 
 FLAGS = entry.FLAGS  # --config and --workdir (`chessjax.entry`).
@@ -28,6 +28,7 @@ def main(argv) -> None:
     argv,
     check=lambda: TrainSpec.from_config(config),  # A wrong key or value stops here.
     train=lambda: train.train_and_evaluate(config, FLAGS.workdir),
+    input_errors=(init_from.InitError,),  # A source that does not fit: refused before step 1.
   )
 
 

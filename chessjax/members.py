@@ -1,9 +1,10 @@
 """The members of a population (`chessjax.population`): what a `--member NAME:KEY=VALUE,...`
 says, each member's config, and which keys members may differ in.
 
-* `MEMBER_KEYS`: the seed (initialisation, dropout and data order) and the optimizer's numbers
-  (learning rate, warmup, betas, epsilon, weight decay, the schedule's floor, clipping). They
-  leave the compiled program alone, so the members share one.
+* `MEMBER_KEYS`: the seed (initialisation, dropout and data order), the optimizer's numbers
+  (learning rate, warmup, betas, epsilon, weight decay, the schedule's floor, clipping) and the
+  run a member starts from (`init.*`, `chessjax.init_from`). They leave the compiled program
+  alone, so the members share one.
 * Any other key changes the shapes or the program (family, size, model fields, batch size,
   lengths, task, schedule kind, micro-batches, remat) or the loop the members share (data,
   cadence): `member_config` and `check_members` refuse it, with a message naming it.
@@ -25,6 +26,9 @@ MEMBER_KEYS = (
   "optim.weight_decay",
   "optim.floor",
   "optim.clip_norm",
+  "init.workdir",
+  "init.checkpoint",
+  "init.parts",
 )
 # Why any other key cannot differ between members.
 _SHAPES = "changes the model, the batch's shapes or the compiled step"

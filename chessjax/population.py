@@ -15,10 +15,11 @@ members' states replicated. The `--config` overrides apply to every member; each
 adds its own.
 
 * Members may differ in `MEMBER_KEYS` (`chessjax.members`): the seed (initialisation, dropout
-  and data order) and the optimizer's numbers (learning rate, warmup, betas, epsilon, weight
-  decay, the schedule's floor, clipping). The numbers in which members differ are arrays of the
-  population's state that the step reads (those they share stay constants of the program, as
-  in a run alone).
+  and data order), the optimizer's numbers (learning rate, warmup, betas, epsilon, weight decay,
+  the schedule's floor, clipping) and the run each starts from (`init.workdir`, `init.checkpoint`,
+  `init.parts`: `chessjax.init_from`; parameters of the same shapes, so the program is the
+  same). The numbers in which members differ are arrays of the population's state that the step
+  reads (those they share stay constants of the program, as in a run alone).
   A key that changes the shapes or the program (family, size, model fields, batch size, lengths,
   task, schedule kind, micro-batches, remat) or the loop they share (data, cadence) is refused
   before anything starts, with a message naming it.

@@ -17,7 +17,7 @@ from typing import Protocol
 import jax
 import ml_collections
 
-from chessjax import evaluation, logs
+from chessjax import evaluation, init_from, logs
 from chessjax import workdir as workdir_lib
 from chessjax.checkpointing import Checkpointer, abstract_like
 from chessjax.early_stopping import EarlyStopping
@@ -146,6 +146,9 @@ class RunBook:
       **health,
       "validation": {k: v for k, v in self.last_eval.items() if k != "bins"},
     }
+    init = init_from.read_record(self.workdir)  # Started from another run's parameters.
+    if init is not None:
+      summary["init"] = init
     if self.chief:
       workdir_lib.write_summary(self.workdir, summary)
     return summary

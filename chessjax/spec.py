@@ -9,7 +9,8 @@ old workdir's `config.json` predates, means the same everywhere):
 * `DataSpec` (`config.data`): where the games are, the batch, the length buckets, the loader;
 * `LoopSpec` (`config.train`): the run's length and its cadence (logging, validation,
   checkpoints), the non-finite guard, memory and compilation settings;
-* `OptimSpec` (`config.optim`): AdamW and the learning-rate schedule (`chessjax.optim`).
+* `OptimSpec` (`config.optim`): AdamW and the learning-rate schedule (`chessjax.optim`);
+* `InitSpec` (`config.init`): the run whose parameters a new run starts from (`chessjax.init_from`).
 
 `TrainSpec` holds them with the model's identity (task, family, size, seed, model overrides) and
 derives, once, what several rooms need: the run's total steps (`train.steps`, or `train.epochs`
@@ -92,6 +93,40 @@ class OptimSpec:
   decay_all: bool = False  # Weight decay on every parameter, `NoWeightDecay` ones included.
 
 
+@dataclasses.dataclass(frozen=True)
+class InitSpec:
+  """`config.init`: start a new run from another run's parameters (`chessjax.init_from`), with a
+  fresh optimizer state, schedule and step. A run that has a checkpoint of its own resumes it and
+  never reads this again."""
+
+  workdir: str = ""  # The source run's workdir; "" starts from the model's own initialisation.
+  checkpoint: str = ""  # "best", "latest" or a step; "": best, else latest (`chessjax.workdir`).
+  parts: str = "all"  # "all" | "backbone" (every parameter outside the task's head).
+
+  PARTS = ("all", "backbone")
+
+  @property
+  def which(self) -> str | None:
+    """The source checkpoint as `chessjax.workdir.restore` takes it: "best", "latest", or None
+    (best, else latest; or latest at `step`)."""
+    return self.checkpoint if self.checkpoint in ("best", "latest") else None
+
+  @property
+  def step(self) -> int | None:
+    """The source checkpoint's step, when `checkpoint` names one."""
+    return int(self.checkpoint) if self.checkpoint.isdigit() else None
+
+  def validate(self) -> None:
+    if self.parts not in self.PARTS:
+      raise ValueError(f"init.parts must be one of {self.PARTS}, got {self.parts!r}")
+    if self.checkpoint not in ("", "best", "latest") and not self.checkpoint.isdigit():
+      raise ValueError(
+        f"init.checkpoint must be best, latest or a step (a number), got {self.checkpoint!r}"
+      )
+    if not self.workdir and (self.checkpoint or self.parts != "all"):
+      raise ValueError("init.checkpoint and init.parts need init.workdir (the source run)")
+
+
 def defaults(block: type) -> dict:
   """The field defaults of a spec block (what `configs/common.py` starts each config block from)."""
   return {
@@ -166,6 +201,7 @@ class TrainSpec:
   data: DataSpec
   train: LoopSpec
   optim: OptimSpec
+  init: InitSpec = InitSpec()
   epoch_steps: int | None = None  # Batches per epoch of the training split, when known.
 
   @classmethod
@@ -182,6 +218,8 @@ class TrainSpec:
       data=_read_block(DataSpec, _required(config, "data"), "data"),
       train=_read_block(LoopSpec, _required(config, "train"), "train"),
       optim=_read_block(OptimSpec, _required(config, "optim"), "optim"),
+      # Configs written before `init` existed started from the model's own initialisation.
+      init=_read_block(InitSpec, config.get("init", {}), "init"),
       epoch_steps=epoch_steps,
     )
     spec.validate()
@@ -210,6 +248,7 @@ class TrainSpec:
     if t.compile_ahead.strip().lower() not in (AUTO, *_TRUE, *_FALSE):
       raise ValueError(f"train.compile_ahead must be auto, true or false, got {t.compile_ahead!r}")
     profiling.parse_range(t.profile)  # "START:STOP" or "".
+    self.init.validate()
     for key in ("log_every", "checkpoint_every", "snapshot_every", "max_bad_batches"):
       if getattr(t, key) < 1:
         raise ValueError(f"train.{key} must be >= 1, got {getattr(t, key)}")

@@ -49,7 +49,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from chessjax import batches, flops, peaks, profiling
+from chessjax import batches, flops, init_from, peaks, profiling
 from chessjax import workdir as workdir_lib
 from chessjax.compile import StepCompiler, batch_shape, check_memory
 from chessjax.data.plan import bucket_length
@@ -409,6 +409,9 @@ class _Loop:
       saved = [restored[i][2] for i in training if self.group_of[i] == g and i in restored]
       it.set_state(saved[0] if saved else {"next_batch": start, "plan": it.plan.fingerprint()})
     state = runs.with_members(runs.state, {i: s for i, (_, s, _) in restored.items()})
+    # A member with no checkpoint of its own starts from its `init` source, if it names one.
+    fresh = [i for i in training if i not in restored]
+    state = init_from.initialise(runs, state, self.members, fresh, [r.logger.message for r in rs])
     for i, (_, s, _) in restored.items():
       rs[i].counters = {k: int(s[k]) for k in ("bad_batches", "rollbacks")}
     if restored and start:

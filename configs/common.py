@@ -1,5 +1,5 @@
-"""What every config file shares: the `data`, `train` and `optim` blocks the loop reads, started
-from the defaults of `chessjax.spec` (each config file overrides only what differs), the
+"""What every config file shares: the `data`, `train`, `optim` and `init` blocks the loop reads,
+started from the defaults of `chessjax.spec` (each config file overrides only what differs), the
 `key=value,...` argument of `--config=FILE:ARG`, and its `model.KEY=VALUE` items, overrides of the
 family's own model config (`--config.model.KEY` on the command line can only change keys the
 config file already set)."""
@@ -27,6 +27,12 @@ def optim_block(**values) -> ml_collections.ConfigDict:
   """`config.optim`: every key of `chessjax.spec.OptimSpec` (the learning rate, warmup, beta2,
   weight decay and floor given, the others at their defaults unless given)."""
   return _block(spec.OptimSpec, values)
+
+
+def init_block(**overrides) -> ml_collections.ConfigDict:
+  """`config.init`: every key of `chessjax.spec.InitSpec` at its default (a run starts from the
+  model's own initialisation), then `overrides`."""
+  return _block(spec.InitSpec, overrides)
 
 
 def _block(cls, overrides: dict) -> ml_collections.ConfigDict:

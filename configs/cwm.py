@@ -82,6 +82,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     steps=grid.STEPS_4_EPOCHS, eval_every=5000, eval_batches=10, checkpoint_every=5000
   )
 
+  # The run whose parameters this one starts from (chessjax.spec.InitSpec; none by default):
+  # --config.init.workdir=RUN [--config.init.checkpoint=best|latest|STEP]
+  # [--config.init.parts=backbone].
+  c.init = common.init_block()
+
   if a["smoke"]:
     if "dtype" in c.model:
       c.model.dtype = "float32"

@@ -144,4 +144,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     checkpoint_every=1000,
     keep_checkpoints=2,
   )
+
+  # The run whose parameters this one starts from (chessjax.spec.InitSpec; none by default):
+  # --config.init.workdir=RUN [--config.init.checkpoint=best|latest|STEP]
+  # [--config.init.parts=backbone].
+  c.init = common.init_block()
   return c

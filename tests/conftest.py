@@ -255,6 +255,8 @@ LONGEST_MODULES = (
   "test_multiprocess",
   "test_train",
   "test_population",
+  "test_transfer",
+  "test_init_from",
   "test_lm_linear_probe",
   "test_lm_learns",
   "test_reformer",

@@ -125,7 +125,8 @@ def evaluate_split(
   max_len = restored.spec.data.max_len if max_len is None else int(max_len)
   truncated = 0 if max_len is None else int((lengths > max_len).sum())
   scored = lengths if max_len is None else np.minimum(lengths, max_len)
-  flags = strata.dataset_flags(path, split, num_games, variant_of_manifest(read_manifest(path)))
+  variant = variant_of_manifest(read_manifest(path))
+  flags = strata.dataset_flags(path, split, num_games, variant)
 
   task = restored.task
   keys = (*task.batch_keys, "index")
@@ -152,7 +153,7 @@ def evaluate_split(
     sharding=fns.data_sharding,
   )
 
-  acc, scores = metrics.Accumulator(), metrics.GameScores(scored, flags)
+  acc, scores = metrics.Accumulator(), metrics.GameScores(scored, flags, strata.names(variant))
 
   def consume(out):
     stats, extras = out

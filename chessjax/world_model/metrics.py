@@ -200,10 +200,11 @@ class GameScores:
   as `strata.StrataAccumulator` sums its strata (which it feeds, game by game).
 
   `scored` int[N]: the steps scored of each of the split's N games (its length, cut to the
-  evaluation's max_len); `flags`: each game's `strata.game_flags`, in the same order.
+  evaluation's max_len); `flags`: each game's `strata.game_flags`, in the same order, whose
+  columns are `names` (`strata.names` of the games' rules).
   """
 
-  def __init__(self, scored: np.ndarray, flags: list[np.ndarray]):
+  def __init__(self, scored: np.ndarray, flags: list[np.ndarray], names=strata.NAMES):
     n = len(scored)
     self.scored, self.flags = scored, flags
     self.first_steps = np.full(n, -2, dtype=np.int64)  # -2: not seen yet.
@@ -211,7 +212,7 @@ class GameScores:
     self.game_loss = np.zeros(n, dtype=np.float64)
     self.ply = {k: np.zeros(int(scored.max()), np.int64) for k in ("steps", "exact", "correct")}
     self.failures: dict[int, tuple[int, np.ndarray]] = {}
-    self.strata = strata.StrataAccumulator()
+    self.strata = strata.StrataAccumulator(names)  # The flags' columns (`strata.names`).
 
   def add(self, stats: dict, extras: dict) -> None:
     """One batch's `batch_stats` (its `first_error`) and per-game extras (host arrays): `index`

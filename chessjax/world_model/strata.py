@@ -19,6 +19,20 @@ replayed with python-chess under the game's rules:
                  only when the capture is legal; `chessjax.encoding.snapshot`)
 `after_NAME` is the step right after a step of NAME (t + 1). A step can belong to several strata.
 
+Atomic games (`variant="atomic"`, `names("atomic")`) have three strata more, where the rule change
+itself acts (`ATOMIC_STRATA`; a chess game's flags and results have none of them, so chess
+evaluations and their records are as before):
+  explosion       ply t's capture removed more than the capturer and the captured piece (the
+                  explosion took a piece on a square next to the capture's)
+  king_exploded   ply t's explosion removed a king (the game ends there)
+  rule_divergent  ply t's move, legal under the atomic rules (every move played is), is not legal
+                  under the standard rules from the same position (the atomic position before
+                  ply t read as a standard board: e.g. a king stepping next to the enemy king, or
+                  a move that leaves the own king attacked by a piece whose capture of it would
+                  explode both kings). The converse, a move legal in standard chess and not in
+                  atomic (a king capture, a capture exploding the own king), is never played in
+                  an atomic game, so it is not a stratum of one.
+
 Events come at their own plies (castling early, promotions late), and ExactState depends mostly on
 the ply: a stratum's score alone says as much about when its events happen as about the rule.
 So beside each stratum's scores the accumulator gives `matched`: the same model's scores on the
@@ -50,7 +64,17 @@ from chessjax.files import as_path
 STRATA = (
   "capture", "check", "king_move", "promotion", "castling_lost", "ep_available", "ep_label",
 )  # fmt: skip
-NAMES = (*STRATA, *(f"after_{s}" for s in STRATA))
+NAMES = (*STRATA, *(f"after_{s}" for s in STRATA))  # Of a chess game.
+ATOMIC_STRATA = ("explosion", "king_exploded", "rule_divergent")
+
+
+def names(variant: str = "chess") -> tuple[str, ...]:
+  """The strata (and their `after_` steps) of a game under `variant`'s rules, in `game_flags`'s
+  column order: `NAMES`, and for atomic games `ATOMIC_STRATA` too."""
+  own = (*STRATA, *ATOMIC_STRATA) if variant == "atomic" else STRATA
+  return (*own, *(f"after_{s}" for s in own))
+
+
 GROUP_NAMES = tuple(name for name, *_ in labels.GROUPS)
 GROUP_SIZES = np.array([count for _, _, count, _ in labels.GROUPS], dtype=np.int64)
 
@@ -63,10 +87,11 @@ def _ep_label(board: chess.Board, ep_mode: str):
 
 
 def game_flags(moves, variant: str = "chess", ep_mode: str = "pseudo") -> np.ndarray:
-  """bool[T, len(NAMES)]: which strata each step of a game (move ids, START first) belongs to;
-  `ep_mode` is the labels' (`chessjax.encoding.EP_MODES`)."""
+  """bool[T, len(names(variant))]: which strata each step of a game (move ids, START first)
+  belongs to; `ep_mode` is the labels' (`chessjax.encoding.EP_MODES`)."""
   board = encoding.new_board(variant)
-  flags = np.zeros((len(moves), len(STRATA)), dtype=bool)
+  atomic = variant == "atomic"
+  flags = np.zeros((len(moves), len(STRATA) + atomic * len(ATOMIC_STRATA)), dtype=bool)
   ep = None
   for t in range(len(moves)):
     if t > 0:
@@ -75,8 +100,15 @@ def game_flags(moves, variant: str = "chess", ep_mode: str = "pseudo") -> np.nda
       flags[t, 0] = board.is_capture(move)
       flags[t, 2] = board.piece_type_at(move.from_square) == chess.KING
       flags[t, 3] = move.promotion is not None
+      if atomic:
+        pieces, kings = chess.popcount(board.occupied), chess.popcount(board.kings)
+        flags[t, len(STRATA) + 2] = not chess.Board(board.fen()).is_legal(move)
       board.push(move)
       flags[t, 4] = board.clean_castling_rights() != rights
+      if atomic:
+        # The capturer and the captured piece, and any piece the explosion took beside them.
+        flags[t, len(STRATA)] = flags[t, 0] and pieces - chess.popcount(board.occupied) > 2
+        flags[t, len(STRATA) + 1] = chess.popcount(board.kings) < kings
     flags[t, 1] = board.is_check()
     flags[t, 5] = encoding.has_legal_ep(board)
     ep, before = _ep_label(board, ep_mode), ep
@@ -91,17 +123,19 @@ class StrataAccumulator:
   the same over all steps, from per-step results of a model (`add`, one game at a time); turns
   them into metrics (`result`), each stratum's beside its ply-matched other steps'."""
 
-  def __init__(self):
+  def __init__(self, strata: tuple[str, ...] = NAMES):
+    self.names = strata  # The columns of the flags `add` is given (`names(variant)`).
+    s = len(strata)
     self.plies = 0
-    self.steps = np.zeros((len(NAMES), 0), np.int64)  # [S, P]
-    self.exact = np.zeros((len(NAMES), 0), np.int64)
-    self.group_correct = np.zeros((len(NAMES), 0, len(GROUP_NAMES)), np.int64)  # [S, P, G]
+    self.steps = np.zeros((s, 0), np.int64)  # [S, P]
+    self.exact = np.zeros((s, 0), np.int64)
+    self.group_correct = np.zeros((s, 0, len(GROUP_NAMES)), np.int64)  # [S, P, G]
     self.all_steps = np.zeros(0, np.int64)  # [P]
     self.all_exact = np.zeros(0, np.int64)
     self.all_group_correct = np.zeros((0, len(GROUP_NAMES)), np.int64)
     # Steps t >= 1 whose step t - 1 was exact, and those of them not exact at t.
-    self.kept = np.zeros((len(NAMES), 0), np.int64)  # [S, P]
-    self.broken = np.zeros((len(NAMES), 0), np.int64)
+    self.kept = np.zeros((s, 0), np.int64)  # [S, P]
+    self.broken = np.zeros((s, 0), np.int64)
     self.all_kept = np.zeros(0, np.int64)  # [P]
     self.all_broken = np.zeros(0, np.int64)
 
@@ -153,7 +187,7 @@ class StrataAccumulator:
     Metrics are None for a stratum with no step (e.g. no promotion in a short split) or none
     matched."""
     out = {}
-    for i, name in enumerate(NAMES):
+    for i, name in enumerate(self.names):
       n = int(self.steps[i].sum())
       out[name] = _scores(n, self.exact[i].sum(), self.group_correct[i].sum(0))
       others = self.all_steps - self.steps[i]

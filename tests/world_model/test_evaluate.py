@@ -425,6 +425,55 @@ def test_strata_of_games_with_each_event(name, ep_mode):
   np.testing.assert_array_equal(got[1:, strata.NAMES.index("ep_label")], changed)
 
 
+# Atomic games with each rule-change event: the atomic strata of every step (t: after ply t).
+ATOMIC_EVENT_GAMES = {
+  # Nxf7 explodes the knight, the pawn and the pieces around f7: the king on e8 among them.
+  "king exploded": ("g1f3 e7e6 f3e5 d7d6 e5f7", {5: {"explosion", "king_exploded"}}),
+  # Qxa2 explodes the queen, the pawn and the rook on a1 (the pawn on b2 survives).
+  "explosion": ("e2e4 d7d5 e4d5 d8d5 b1c3 d5a2", {6: {"explosion"}}),
+  # Kc5 and Kb5 step next to the enemy king: legal in atomic, not in standard chess. A pawn
+  # capture of a pawn (e4d5 above) removes the two pieces only: no explosion stratum.
+  "kings side by side": (
+    "e2e4 e7e5 e1e2 e8e7 e2e3 e7e6 e3d3 e6d6 d3c4 d6c5 c4b5",
+    {10: {"rule_divergent"}, 11: {"rule_divergent"}},
+  ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATOMIC_EVENT_GAMES))
+def test_atomic_strata_of_games_with_each_event(name):
+  """The atomic strata (`strata.ATOMIC_STRATA`) of every step of an atomic game built around an
+  event, and their `after_` steps; the other strata as the same replay gives them; a chess game
+  has no atomic strata (its flags and names as before)."""
+  ucis, events = ATOMIC_EVENT_GAMES[name]
+  moves, _ = encoding.encode_game(ucis.split(), variant="atomic")
+  names = strata.names("atomic")
+  got = strata.game_flags(moves, "atomic")
+  assert got.shape == (len(moves), len(names)) and names[: len(strata.STRATA)] == strata.STRATA
+  own = [
+    names.index(s) for s in (*strata.ATOMIC_STRATA, *(f"after_{a}" for a in strata.ATOMIC_STRATA))
+  ]
+  want = np.zeros((len(moves), len(names)), bool)
+  for t, flagged in events.items():
+    for s in flagged:
+      want[t, names.index(s)] = True
+      if t + 1 < len(moves):
+        want[t + 1, names.index(f"after_{s}")] = True
+  wrong = {(t, names[s]) for t in range(len(moves)) for s in own if got[t, s] != want[t, s]}
+  assert not wrong, wrong
+  assert (got[:, names.index("explosion")] <= got[:, names.index("capture")]).all()
+  assert strata.names("chess") == strata.NAMES
+  chess_moves, _ = encoding.encode_game("e2e4 d7d5 e4d5".split())
+  assert strata.game_flags(chess_moves).shape == (4, len(strata.NAMES))
+  acc = strata.StrataAccumulator(names)
+  hits = np.broadcast_to(strata.GROUP_SIZES, (len(moves), len(strata.GROUP_SIZES)))
+  acc.add(got, np.ones(len(moves), bool), hits)
+  r = acc.result()
+  assert list(r) == list(names)
+  for s, n in ((a, sum(a in e for e in events.values())) for a in strata.ATOMIC_STRATA):
+    assert r[s]["steps"] == n and r[s]["exact_state"] == (1.0 if n else None)
+
+
 def test_strata_matched_weighs_the_other_steps_by_the_stratum_plies():
   """`matched`: the other steps at the stratum's plies, each ply weighted by its stratum steps."""
   capture, check = strata.NAMES.index("capture"), strata.NAMES.index("check")
