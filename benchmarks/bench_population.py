@@ -22,7 +22,8 @@ ms / K; "K alone ms" = K x alone ms, the time of K runs one after another; "spee
 ms / population ms (above 1: the population costs less than K runs one after another, below 1:
 more); "member-steps/s" = K / population seconds; "program MiB" = the compiled step's memory
 (`chessjax.memory.program_bytes`, what the memory check compares with the machine's). A line
-per K says in words whether the population costs more than K runs one after another.
+per K says in words whether the population costs more than K runs one after another (the table:
+`benchmarks.population_table`).
 
 Machine: the CPU model (`chessjax.machine`), its cores, the load average at the start, jax's
 version and the date head the table. On a CPU XLA runs one step on the process's cores; a
@@ -53,6 +54,7 @@ from benchmarks.bench_train_step import (
   time_step,
   world_model_config,
 )
+from benchmarks.population_table import table
 from chessjax import machine, memory, population
 from chessjax.members import check_members, member_config
 from chessjax.spec import TrainSpec
@@ -215,48 +217,6 @@ def header() -> dict:
     "jax": jax.__version__,
     "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
   }
-
-
-def verdict(row: dict) -> str:
-  """Whether the population of K costs more than K runs one after another, in words: more or less
-  where every round says so, else the same within this machine's noise."""
-  k, cost = row["k"], 1 / row["speedup"]
-  runs = "1 run" if k == 1 else f"{k} runs"
-  lo, hi = row["cost_ratio_range"]
-  if lo > 1:
-    how = "costs MORE than"
-  elif hi < 1:
-    how = "costs less than"
-  else:
-    how = "costs the same, within this machine's noise, as"
-  return (
-    f"K={k}: the population {how} {runs} one after another (median {cost:.2f}x their time, "
-    f"per round {lo:.2f}-{hi:.2f}x)"
-  )
-
-
-def table(doc: dict) -> str:
-  m = doc["machine"]
-  lines = [
-    f"{doc['family']} {doc['size']}, batch {doc['batch']} x {doc['steps']} steps, "
-    f"{doc['dtype']}; {m['cpu']} ({m['cores']} cores, load {m['loadavg']}), {m['backend']}, "
-    f"jax {m['jax']}, {m['date']}",
-    "",
-    "| K | population ms | member-step ms | alone ms | K alone ms | speed-up | per round "
-    "| member-steps/s | compile s | program MiB |",
-    "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
-  ]
-  for r in doc["rows"]:
-    mib = "-" if r["program_mib"] is None else f"{r['program_mib']:,.1f}"
-    lo, hi = (1 / x for x in reversed(r["cost_ratio_range"]))
-    lines.append(
-      f"| {r['k']} | {r['population_ms']:.2f} | {r['member_step_ms']:.2f} | {r['alone_ms']:.2f} | "
-      f"{r['k_alone_ms']:.2f} | {r['speedup']:.2f}x | {lo:.2f}-{hi:.2f}x | "
-      f"{r['member_steps_s']:,.1f} | "
-      f"{r['compile_s']:.1f} | {mib} |"
-    )
-  lines += [""] + [f"* {verdict(r)}" for r in doc["rows"]]
-  return "\n".join(lines) + "\n"
 
 
 def parse_args(argv=None):

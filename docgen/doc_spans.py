@@ -19,7 +19,6 @@ from docgen import (
 )
 from docgen.findings import name, record
 from launch import cwm_tables
-from launch.cwm_mini import plan
 
 SPANS: dict[str, Callable[[], str]] = {}
 
@@ -58,7 +57,7 @@ def _tables(text: str) -> list[str]:
 
 def runs_done(prefix: str) -> str:
   rec = record(CWM[prefix])
-  planned = plan(protocol(rec))
+  planned = cwm_tables.plan(protocol(rec))
   names = [f"{r['family']}_s{r['seed']}" for r in rec["runs"]]
   return f"{len(names)} of the {len(planned)} planned runs ({', '.join(names)})"
 

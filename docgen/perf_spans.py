@@ -292,9 +292,9 @@ def stage1_gpu_hours() -> str:
 def population_cpu() -> str:
   """A population's member-step against the run alone on the CPU
   (docs/results/population_cpu.json, `benchmarks.bench_population`)."""
-  from benchmarks import bench_population
+  from benchmarks import population_table
 
-  return bench_population.table(record("population_cpu")).strip()
+  return population_table.table(record("population_cpu")).strip()
 
 
 def loop_cpu() -> str:

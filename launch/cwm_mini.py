@@ -63,16 +63,16 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 from chessjax.files import write_json, write_text
-from chessjax.machine import cpu_model, pinned_env
+from chessjax.machine import cpu_model
 from chessjax.workdir import EVAL_DIR, finished, read_summary
-from chessjax.world_model import grid
+from launch import cpu_runs
+from launch.cpu_runs import MASTERS, bench_record, master_part, quiet, segment, stratum
 from launch.cwm_tables import (  # noqa: F401 (the tables' names, as before the split)
   ABLATIONS,
   BIN,
@@ -85,12 +85,12 @@ from launch.cwm_tables import (  # noqa: F401 (the tables' names, as before the 
   long_tables_markdown,
   paired,
   paper_d128,
+  plan,
   summarize,
   tables_markdown,
 )
 
 REPO = Path(__file__).resolve().parents[1]
-MASTERS = REPO.parent / "shared" / "data" / "masters"
 RECORD = REPO / "docs" / "results" / "bench_cwm_mini.json"
 
 
@@ -142,11 +142,6 @@ def recorded(args) -> dict[tuple[str, int], dict]:
 # Data
 
 
-def _run_quiet(cmd, log: Path) -> None:
-  with open(log, "a") as f:
-    subprocess.run(cmd, cwd=REPO, check=True, stdout=f, stderr=subprocess.STDOUT)
-
-
 def prepare(args, work: Path) -> dict:
   """The three datasets (each skipped when its manifest exists)."""
   masters = Path(args.masters)
@@ -154,21 +149,19 @@ def prepare(args, work: Path) -> dict:
   data.mkdir(parents=True, exist_ok=True)
   paths = {"train": data / "train", "real": data / "real_test", "random": data / "random"}
   py = [sys.executable, "-m"]
-  part = lambda n: str(masters / f"pgnmentor_players_part{n:02d}.pgn.bz2")  # noqa: E731
   if not (paths["train"] / "manifest.json").exists():
     print("data: master games parts 01-02 -> train/validation", flush=True)
-    cmd = ["data_prep.process_pgn", "--pgn", part(1), part(2), "--out", str(paths["train"])]
-    _run_quiet(py + cmd + ["--val-fraction", "0.01", "--workers", "2"], data / "prepare.log")
+    quiet(cpu_runs.masters_train_command(masters, paths["train"]), data / "prepare.log")
   if not (paths["real"] / "manifest.json").exists():
     print(f"data: master games part 08 -> real test ({args.test_games} games)", flush=True)
-    cmd = ["data_prep.process_pgn", "--pgn", part(8), "--out", str(paths["real"]), "--split"]
-    cmd += ["test", "--max-games", str(args.test_games), "--workers", "2"]
-    _run_quiet(py + cmd, data / "prepare.log")
+    cmd = ["data_prep.process_pgn", "--pgn", master_part(masters, 8), "--out", str(paths["real"])]
+    cmd += ["--split", "test", "--max-games", str(args.test_games), "--workers", "2"]
+    quiet(py + cmd, data / "prepare.log")
   if not (paths["random"] / "manifest.json").exists():
     print(f"data: random-uniform seed 0 ({args.test_games} games, reference order)", flush=True)
     cmd = ["data_prep.random_uniform", "--games", str(args.test_games), "--seed", "0"]
     cmd += ["--compat", "reference", "--out", str(paths["random"]), "--quiet"]
-    _run_quiet(py + cmd, data / "prepare.log")
+    quiet(py + cmd, data / "prepare.log")
   return paths
 
 
@@ -176,45 +169,21 @@ def prepare(args, work: Path) -> dict:
 # Runs
 
 
-def plan(args) -> list[tuple[str, int]]:
-  """(family, seed) in seed-major order: seed 0 of every family first."""
-  families = [f for f in args.families.split(",") if f]
-  unknown = sorted(set(families) - set(MAIN) - set(ABLATIONS))
-  if unknown:
-    sys.exit(f"unknown families {unknown}; expected some of {list(MAIN) + list(ABLATIONS)}")
-  main_seeds = [int(s) for s in args.seeds.split(",") if s]
-  ablation_seeds = [int(s) for s in args.ablation_seeds.split(",") if s]
-  out = []
-  for seed in sorted(set(main_seeds) | set(ablation_seeds)):
-    for family in families:
-      if seed in (main_seeds if family in MAIN else ablation_seeds):
-        out.append((family, seed))
-  return out
-
-
 def run_dir(work: Path, family: str, seed: int, tag: str) -> Path:
   return work / "runs" / f"{family}_s{seed}{tag}"
 
 
-def warmup(family: str, steps: int) -> int:
-  """Table 7's d128 warmup of the family, scaled from the paper's four epochs to `steps`."""
-  paper = grid.recipe(family, "d128").warmup_steps
-  return max(1, round(paper * steps / grid.STEPS_4_EPOCHS))
-
-
 def train_command(args, family: str, seed: int, data: dict, workdir: Path) -> list[str]:
-  buckets = tuple(b for b in (64, 128, 192, 256, 384, 512, 768, 1024) if b < args.max_len)
-  buckets = (*buckets, args.max_len)
-  c = "--config."
-  return [
-    sys.executable, "-m", "chessjax.main", f"--config=configs/cwm.py:family={family},size=d128",
-    f"--workdir={workdir}", f"{c}data.train={data['train']}", f"{c}seed={seed}",
-    f"{c}data.batch_size={args.batch_size}", f"{c}data.max_len={args.max_len}",
-    f"{c}data.bucket_lengths={buckets}", f"{c}optim.warmup_steps={warmup(family, args.steps)}",
-    f"{c}train.steps={args.steps}", f"{c}train.eval_every={args.eval_every}",
-    f"{c}train.eval_batches={args.eval_batches}", f"{c}train.checkpoint_every=250",
-    f"{c}train.log_every=250", f"{c}train.keep_checkpoints=1",
-  ]  # fmt: skip
+  return cpu_runs.d128_command(
+    family,
+    workdir,
+    data["train"],
+    seed=seed,
+    batch_size=args.batch_size,
+    max_len=args.max_len,
+    steps=args.steps,
+    validation=(args.eval_every, args.eval_batches),
+  )
 
 
 def eval_command(args, data: dict, workdir: Path) -> list[str]:
@@ -226,43 +195,8 @@ def eval_command(args, data: dict, workdir: Path) -> list[str]:
   ]  # fmt: skip
 
 
-def _bench_record(workdir: Path) -> dict:
-  path = workdir / "bench.json"
-  return json.loads(path.read_text()) if path.exists() else {"segments": []}
-
-
-def _close_killed_segment(workdir: Path, record: dict) -> None:
-  """A segment that started but never ended (the session stopped): wall time up to the last write
-  of its log, CPU time unknown."""
-  open_ = [s for s in record["segments"] if "end" not in s]
-  for s in open_:
-    log = workdir / f"{s['phase']}.log"
-    s["end"] = log.stat().st_mtime if log.exists() else s["start"]
-    s["wall_s"], s["cpu_s"], s["killed"] = s["end"] - s["start"], None, True
-
-
-def segment(workdir: Path, phase: str, cmd: list[str], core: int) -> int:
-  """Runs one phase of a run on `core`, appending its log and its wall/CPU time to bench.json."""
-  record = _bench_record(workdir)
-  _close_killed_segment(workdir, record)
-  entry = {"phase": phase, "core": core, "start": time.time()}
-  record["segments"].append(entry)
-  write_json(workdir / "bench.json", record)
-  prefix, env = pinned_env(core)
-  with open(workdir / f"{phase}.log", "a") as log:
-    proc = subprocess.Popen(prefix + cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-  entry["end"] = time.time()
-  entry["wall_s"] = entry["end"] - entry["start"]
-  entry["cpu_s"] = usage.ru_utime + usage.ru_stime
-  entry["returncode"] = proc.returncode
-  write_json(workdir / "bench.json", record)
-  return proc.returncode
-
-
 def evaluated(workdir: Path) -> bool:
-  return all((workdir / EVAL_DIR / f"{s}.json").exists() for s in SPLITS)
+  return cpu_runs.evaluated(workdir, SPLITS)
 
 
 def do_run(args, family: str, seed: int, data: dict, work: Path, core: int) -> None:
@@ -271,7 +205,8 @@ def do_run(args, family: str, seed: int, data: dict, work: Path, core: int) -> N
   name = workdir.name
   if not finished(workdir, args.steps):
     print(f"[train] {name} on core {core}", flush=True)
-    if segment(workdir, "train", train_command(args, family, seed, data, workdir), core):
+    train = train_command(args, family, seed, data, workdir)
+    if segment(workdir, "train", train, core, close_killed=True):
       print(f"[fail] {name}: training failed, see {workdir / 'train.log'}", flush=True)
       return
   if args.train_only:
@@ -279,7 +214,7 @@ def do_run(args, family: str, seed: int, data: dict, work: Path, core: int) -> N
     return
   if not evaluated(workdir):
     print(f"[eval] {name} on core {core}", flush=True)
-    if segment(workdir, "eval", eval_command(args, data, workdir), core):
+    if segment(workdir, "eval", eval_command(args, data, workdir), core, close_killed=True):
       print(f"[fail] {name}: evaluation failed, see {workdir / 'eval.log'}", flush=True)
       return
   print(f"[done] {name}", flush=True)
@@ -290,21 +225,7 @@ def run_all(args, work: Path, data: dict) -> None:
   done = recorded(args)
   todo = [r for r in plan(args) if not evaluated(run_dir(work, *r, args.tag)) and r not in done]
   print(f"{len(todo)} runs to do of {len(plan(args))} ({len(done)} in the record)", flush=True)
-  lock = threading.Lock()
-
-  def lane(core: int) -> None:
-    while True:
-      with lock:
-        if not todo:
-          return
-        family, seed = todo.pop(0)
-      do_run(args, family, seed, data, work, core)
-
-  threads = [threading.Thread(target=lane, args=(int(c),)) for c in args.cores.split(",")]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join()
+  cpu_runs.on_cores(args.cores, todo, lambda run, core: do_run(args, *run, data, work, core))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -341,7 +262,7 @@ def collect(args, work: Path) -> list[dict]:
         row[split]["long"] = long_game_summary(r, args.max_len)
     summary = read_summary(workdir)
     row["params"], row["bad_batches"] = summary["params"], summary["bad_batches"]
-    segs = _bench_record(workdir)["segments"]
+    segs = bench_record(workdir)["segments"]
     for phase in ("train", "eval"):
       ss = [s for s in segs if s["phase"] == phase and "wall_s" in s]
       row[f"{phase}_wall_s"] = sum(s["wall_s"] for s in ss)
@@ -350,23 +271,6 @@ def collect(args, work: Path) -> list[dict]:
     row["curve"] = validation_curve(workdir)
     rows.append(row)
   return rows
-
-
-def _stratum(v: dict) -> dict:
-  """A stratum's steps and ExactState, those of its ply-matched other steps, and its transition
-  error beside theirs ({steps, error, matched: {steps, error}}), when the evaluation has them
-  (`chessjax.world_model.strata`)."""
-  out = {"steps": v["steps"], "exact_state": v["exact_state"]}
-  if "matched" in v:
-    out["matched"] = {k: v["matched"][k] for k in ("steps", "exact_state")}
-  if "transition_error" in v:
-    t = v["transition_error"]
-    out["transition_error"] = {
-      "steps": t["steps"],
-      "error": t["error"],
-      "matched": {k: t["matched"][k] for k in ("steps", "error")},
-    }
-  return out
 
 
 def long_game_summary(r: dict, trained: int) -> dict:
@@ -405,7 +309,7 @@ def long_game_summary(r: dict, trained: int) -> dict:
     },
     "max_game_loss": r["max_game_loss"],
     "median_game_loss": float(np.median(r["game_loss"])),
-    "strata": {name: _stratum(v) for name, v in r["strata"].items()},
+    "strata": {name: stratum(v) for name, v in r["strata"].items()},
   }
 
 

@@ -1,6 +1,7 @@
 """The tables and figures of `launch.cwm_mini` (the paper's d128 ranking at CPU scale), from its
 rows: one run per row (`cwm_mini.collect`, or a record's `runs`, docs/results/bench_cwm_*.json).
 
+* `plan`: the sweep's runs, (family, seed), from its arguments (or a record's protocol);
 * `tables_markdown`: the Table 8 layout per split (mean and min-max over seeds beside the paper's
   d128 row), the ablation pairs, seed-by-seed comparisons (`paired`) and the time per run;
 * `long_tables_markdown`: with the long-game outputs, length generalisation per run and split and
@@ -11,6 +12,7 @@ rows: one run per row (`cwm_mini.collect`, or a record's `runs`, docs/results/be
 
 import os
 import statistics
+import sys
 from pathlib import Path
 
 from chessjax.models import FAMILIES
@@ -23,6 +25,22 @@ ABLATIONS = grid.ABLATIONS
 METRICS = ("loss", "labelwise", "exact_state", "trajectory")
 BIN = 20  # Plies per bin of the long-game curves
 SPLITS = ("real", "random")
+
+
+def plan(args) -> list[tuple[str, int]]:
+  """(family, seed) in seed-major order: seed 0 of every family first."""
+  families = [f for f in args.families.split(",") if f]
+  unknown = sorted(set(families) - set(MAIN) - set(ABLATIONS))
+  if unknown:
+    sys.exit(f"unknown families {unknown}; expected some of {list(MAIN) + list(ABLATIONS)}")
+  main_seeds = [int(s) for s in args.seeds.split(",") if s]
+  ablation_seeds = [int(s) for s in args.ablation_seeds.split(",") if s]
+  out = []
+  for seed in sorted(set(main_seeds) | set(ablation_seeds)):
+    for family in families:
+      if seed in (main_seeds if family in MAIN else ablation_seeds):
+        out.append((family, seed))
+  return out
 
 
 def paper_d128() -> dict:

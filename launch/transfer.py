@@ -41,22 +41,18 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 from chessjax import workdir as workdirs
 from chessjax.files import write_json, write_text
-from chessjax.machine import pinned_env
-from chessjax.world_model import grid, strata
+from chessjax.world_model import strata
+from launch import cpu_runs
+from launch.cpu_runs import MASTERS, bench_record, quiet, segment
 
 REPO = Path(__file__).resolve().parents[1]
-MASTERS = REPO.parent / "shared" / "data" / "masters"
 SPLITS = ("atomic", "chess")  # The test sets: random-uniform games of one seed under each rules.
 METRICS = ("loss", "labelwise", "exact_state", "trajectory")
-BUCKETS = (64, 128, 192, 256, 384, 512, 768, 1024)
 
 
 def parse_args(argv=None):
@@ -103,11 +99,6 @@ def parse_args(argv=None):
 # Data
 
 
-def _quiet(cmd: list[str], log: Path) -> None:
-  with open(log, "a") as f:
-    subprocess.run(cmd, cwd=REPO, check=True, stdout=f, stderr=subprocess.STDOUT)
-
-
 def prepare(args, work: Path) -> dict:
   """The datasets (each skipped when its manifest exists): the two test sets, the atomic training
   games and, when sources are trained here, the chess training games."""
@@ -121,7 +112,7 @@ def prepare(args, work: Path) -> dict:
       print(f"data: {args.test_games} random-uniform {variant} games, seed {args.test_seed}")
       cmd = ["data_prep.random_uniform", "--games", str(args.test_games), "--seed"]
       cmd += [str(args.test_seed), "--variant", variant, "--out", str(path), "--quiet"]
-      _quiet(py + cmd + ["--workers", "1"], log)
+      quiet(py + cmd + ["--workers", "1"], log)
   paths["atomic_train"] = data / "atomic_train"
   if not (paths["atomic_train"] / "manifest.json").exists():
     most = str(max(args.ns))
@@ -133,7 +124,7 @@ def prepare(args, work: Path) -> dict:
       print(f"data: {most} random-uniform atomic training games, seed {args.train_seed}")
       cmd = ["data_prep.random_uniform", "--games", most, "--seed", str(args.train_seed)]
       cmd += ["--variant", "atomic", "--split", "train", "--quiet", "--workers", "1"]
-    _quiet(py + cmd + ["--out", str(paths["atomic_train"])], log)
+    quiet(py + cmd + ["--out", str(paths["atomic_train"])], log)
   games = json.loads((paths["atomic_train"] / "manifest.json").read_text())["splits"]["train"]
   if games["games"] < max(args.ns):
     sys.exit(f"the atomic training set has {games['games']} games, fewer than N={max(args.ns)}")
@@ -144,9 +135,7 @@ def prepare(args, work: Path) -> dict:
       if not masters.is_dir():
         sys.exit(f"no master games at {masters}: give --chess-train DIR or --sources")
       print("data: master games parts 01-02 -> chess train/validation (as launch.cwm_mini)")
-      parts = [str(masters / f"pgnmentor_players_part{n:02d}.pgn.bz2") for n in (1, 2)]
-      cmd = ["data_prep.process_pgn", "--pgn", *parts, "--out", str(paths["chess_train"])]
-      _quiet(py + cmd + ["--val-fraction", "0.01", "--workers", "2"], log)
+      quiet(cpu_runs.masters_train_command(masters, paths["chess_train"]), log)
   return paths
 
 
@@ -159,24 +148,20 @@ def run_dir(work: Path, family: str, kind: str, n: int | None = None) -> Path:
   return work / "runs" / (f"{family}_{kind}" if n is None else f"{family}_{kind}{n}")
 
 
-def warmup(family: str, steps: int) -> int:
-  """Table 7's d128 warmup of the family scaled from the paper's four epochs to `steps` (as
-  `launch.cwm_mini`)."""
-  paper = grid.recipe(family, "d128").warmup_steps
-  return max(1, round(paper * steps / grid.STEPS_4_EPOCHS))
-
-
 def train_command(args, family: str, workdir: Path, data: Path, steps: int, extra=()) -> list:
-  buckets = (*(b for b in BUCKETS if b < args.max_len), args.max_len)
-  c = "--config."
-  return [
-    sys.executable, "-m", "chessjax.main", f"--config=configs/cwm.py:family={family},size=d128",
-    f"--workdir={workdir}", f"{c}data.train={data}", f"{c}seed={args.seed}",
-    f"{c}data.batch_size={args.batch_size}", f"{c}data.max_len={args.max_len}",
-    f"{c}data.bucket_lengths={buckets}", f"{c}optim.warmup_steps={warmup(family, steps)}",
-    f"{c}train.steps={steps}", f"{c}train.checkpoint_every={args.checkpoint_every}",
-    f"{c}train.log_every={args.checkpoint_every}", f"{c}train.keep_checkpoints=1", *extra,
-  ]  # fmt: skip
+  """The d128 recipe's command (`cpu_runs.d128_command`) with this sweep's seed, batch, length cut
+  and checkpoints, then the flags of `extra`."""
+  return cpu_runs.d128_command(
+    family,
+    workdir,
+    data,
+    seed=args.seed,
+    batch_size=args.batch_size,
+    max_len=args.max_len,
+    steps=steps,
+    checkpoint_every=args.checkpoint_every,
+    extra=extra,
+  )
 
 
 def atomic_command(args, family: str, workdir: Path, data: dict, n: int, source=None) -> list:
@@ -184,13 +169,13 @@ def atomic_command(args, family: str, workdir: Path, data: dict, n: int, source=
   extra = [f"--config.data.max_train_games={n}", "--config.data.val_split=none"]
   if source is not None:
     extra.append(f"--config.init.workdir={source}")
-  return train_command(args, family, workdir, data["atomic_train"], args.steps, extra)
+  return train_command(args, family, workdir, data["atomic_train"], args.steps, extra=extra)
 
 
 def source_command(args, family: str, workdir: Path, data: dict) -> list:
   extra = [f"--config.train.eval_every={args.eval_every}"]
   extra.append(f"--config.train.eval_batches={args.eval_batches}")
-  return train_command(args, family, workdir, data["chess_train"], args.source_steps, extra)
+  return train_command(args, family, workdir, data["chess_train"], args.source_steps, extra=extra)
 
 
 def eval_command(args, data: dict, workdir: Path) -> list[str]:
@@ -201,30 +186,8 @@ def eval_command(args, data: dict, workdir: Path) -> list[str]:
   ]  # fmt: skip
 
 
-def _bench(workdir: Path) -> dict:
-  path = workdir / "bench.json"
-  return json.loads(path.read_text()) if path.exists() else {"segments": []}
-
-
-def segment(workdir: Path, phase: str, cmd: list[str], core: int) -> int:
-  """One phase of a run on `core`: its log appended, its wall and CPU time in bench.json."""
-  record = _bench(workdir)
-  entry = {"phase": phase, "core": core, "start": time.time()}
-  record["segments"].append(entry)
-  write_json(workdir / "bench.json", record)
-  prefix, env = pinned_env(core)
-  with open(workdir / f"{phase}.log", "a") as log:
-    proc = subprocess.Popen(prefix + cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-  entry["end"] = time.time()
-  entry["wall_s"], entry["cpu_s"] = entry["end"] - entry["start"], usage.ru_utime + usage.ru_stime
-  entry["returncode"] = os.waitstatus_to_exitcode(status)
-  write_json(workdir / "bench.json", record)
-  return entry["returncode"]
-
-
 def evaluated(workdir: Path) -> bool:
-  return all((workdir / workdirs.EVAL_DIR / f"{s}.json").exists() for s in SPLITS)
+  return cpu_runs.evaluated(workdir, SPLITS)
 
 
 def copy_source(source: Path, workdir: Path) -> None:
@@ -294,32 +257,11 @@ def run_all(args, work: Path, data: dict) -> None:
   for wave in plan(args):
     todo = [job for job in wave if not _done(args, work, job)]
     print(f"{len(todo)} runs to do of {len(wave)}", flush=True)
-    lock = threading.Lock()
-
-    def lane(core: int, todo=todo, lock=lock) -> None:
-      while True:
-        with lock:
-          if not todo:
-            return
-          job = todo.pop(0)
-        do_run(args, job, data, work, core)
-
-    threads = [threading.Thread(target=lane, args=(int(c),)) for c in args.cores.split(",")]
-    for t in threads:
-      t.start()
-    for t in threads:
-      t.join()
+    cpu_runs.on_cores(args.cores, todo, lambda job, core: do_run(args, job, data, work, core))
 
 
 # ------------------------------------------------------------------------------------------------
 # Record, tables, figure
-
-
-def _stratum(v: dict) -> dict:
-  out = {"steps": v["steps"], "exact_state": v["exact_state"]}
-  out["matched"] = {k: v["matched"][k] for k in ("steps", "exact_state")}
-  out["transition_error"] = v["transition_error"]
-  return out
 
 
 def scores(workdir: Path) -> dict | None:
@@ -334,11 +276,11 @@ def scores(workdir: Path) -> dict | None:
     out[split]["games"] = r["dataset"]["games"]
     out[split]["checkpoint_step"] = r["checkpoint_step"]
     if split == "atomic":
-      out[split]["strata"] = {s: _stratum(r["strata"][s]) for s in strata.ATOMIC_STRATA}
+      out[split]["strata"] = {s: cpu_runs.stratum(r["strata"][s]) for s in strata.ATOMIC_STRATA}
   summary = workdirs.read_summary(workdir) or {}
   out["params"] = summary.get("params")
   for phase in ("train", "eval"):
-    segs = [s for s in _bench(workdir)["segments"] if s["phase"] == phase and "cpu_s" in s]
+    segs = [s for s in bench_record(workdir)["segments"] if s["phase"] == phase and "cpu_s" in s]
     out[f"{phase}_cpu_s"] = sum(s["cpu_s"] for s in segs) if segs else None
   return out
 

@@ -8,7 +8,7 @@ import pytest
 from chessjax.models import FAMILIES, LM_FAMILIES, family_module, sizes
 from chessjax.world_model import grid, report
 from configs import cwm
-from launch import cwm_mini, sweep
+from launch import cpu_runs, cwm_mini, sweep
 
 ABLATION = "lab.slice_narrow"
 # A new ablation of SLiCE, written as a family module of its own and nothing else: it names the
@@ -76,7 +76,7 @@ def test_readers_take_the_grid_from_one_place():
   assert cwm_mini.ABLATIONS == grid.ABLATIONS
   # The bench's table order (the README's): the registry's order of the main families.
   assert cwm_mini.MAIN == ("transformer", "slice", "gated_deltanet", "mamba3")
-  assert cwm_mini.warmup("mamba2", 3110) == 100  # Mamba-3's d128 warmup, 10,000, scaled.
+  assert cpu_runs.warmup("mamba2", 3110) == 100  # Mamba-3's d128 warmup, 10,000, scaled.
 
 
 @pytest.fixture
