@@ -24,9 +24,11 @@ lint: $(STAMP)
 test: lint engines browser slurm
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=15 tests
 
-# Quick local iteration: everything but the tests marked slow.
+# The quick tier, to run after every edit: the tests that need no training run, no second process
+# and no browser, i.e. none of the tier markers (tests/conftest.py, TIERS). The 5 slowest are listed.
 test-fast: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=5 \
+	  -m "not (slow or multiprocess or browser or cluster)" tests
 
 # A real headless browser for the tracking page's test (tests/browser.py): Debian's
 # chromium-headless-shell, installed with apt-get as root (about a minute); others install it once.

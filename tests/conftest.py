@@ -29,6 +29,10 @@
 * Session-scoped data: the bundled real-game sample read once, one small prepared dataset, and
   the language-model tests' data and trained GPT-2 tiny (`lm_sample`, `trained_lm`), each made
   once per run for all pytest-xdist workers (`built_once`).
+* Two tiers: the quick one (`make test-fast`) and the rest, marked `slow`, `multiprocess`,
+  `browser` or `cluster` (pyproject.toml); rules add some markers at collection (a test using a
+  fixture that trains, a module that imports the process harness), and a quick test that trains or
+  starts a process fails (`TIERS`).
 * Tests write only to temporary or in-memory locations: a run that leaves a new untracked file in
   the repository fails (`pytest_sessionfinish`).
 """
@@ -246,6 +250,129 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
   return built_once(tmp_path_factory, "trained_lm", build)
 
 
+# The tiers (README, "Two commands"): `make test` runs every test; `make test-fast` runs the quick
+# tier, the tests with none of these markers: the checks that need no training run, no second
+# process and no browser. Markers come from the tests' own `pytest.mark` and from the rules below;
+# `_check_quick_tier` fails a test without one of them that trains or starts a process, so the
+# quick tier cannot grow silently.
+TIERS = ("slow", "multiprocess", "browser", "cluster")
+QUICK_TIER = "not (" + " or ".join(TIERS) + ")"
+# The tier of a test that uses one of these fixtures (they train, or start a process); a test
+# module adds its own in a module-level `FIXTURE_TIERS` of the same form.
+FIXTURE_TIERS = {"trained_lm": "slow"}
+# The tier of a test module that imports from one of these helper modules (tests/NAME.py).
+HELPER_TIERS = {"multiprocess": "multiprocess"}
+
+
+def _mark_tiers(items) -> None:
+  """The markers of the rules above, added at collection. A module's `FIXTURE_TIERS` that names
+  no fixture of that module, or no tier, stops the run: it would mark nothing, silently."""
+  for module in {item.module for item in items}:
+    own = getattr(module, "FIXTURE_TIERS", {})
+    wrong = {k: v for k, v in own.items() if k not in vars(module) or v not in TIERS}
+    if wrong:
+      raise pytest.UsageError(f"{module.__name__}.FIXTURE_TIERS: no such fixture or tier: {wrong}")
+  for item in items:
+    fixtures = FIXTURE_TIERS | getattr(item.module, "FIXTURE_TIERS", {})
+    tiers = {tier for name, tier in fixtures.items() if name in item.fixturenames}
+    imported = {getattr(v, "__module__", None) for v in vars(item.module).values()}
+    imported |= {getattr(v, "__name__", None) for v in vars(item.module).values()}
+    tiers |= {tier for name, tier in HELPER_TIERS.items() if name in imported}
+    for tier in sorted(tiers):
+      item.add_marker(tier)
+
+
+_RUNNING = []  # the test this process runs now (its setup, call and teardown)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  _guard_quick_tier()
+  _RUNNING.append(item)
+  try:
+    return (yield)
+  finally:
+    _RUNNING.pop()
+
+
+class QuickTierError(RuntimeError):
+  """A test with no tier marker trains or starts a process."""
+
+
+def _check_quick_tier(what: str, marker: str) -> None:
+  """Fails the running test if it has no tier marker: it does `what`, which the quick tier does
+  not. Raises, and the test fails even if the code under test catches the error."""
+  if _RUNNING and not any(_RUNNING[-1].get_closest_marker(tier) for tier in TIERS):
+    item = _RUNNING[-1]
+    message = (
+      f"{item.nodeid} {what}, so it is not a quick test: mark it @pytest.mark.{marker} "
+      "(tests/conftest.py: TIERS)"
+    )
+    item.stash.setdefault(_NOT_QUICK, message)
+    raise QuickTierError(message)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+  """A test that `_check_quick_tier` stopped fails once, in the phase that ran the check."""
+  report = yield
+  message = item.stash.get(_NOT_QUICK, None)
+  if message is not None:
+    del item.stash[_NOT_QUICK]
+    if report.passed:
+      report.outcome, report.longrepr = "failed", message
+  return report
+
+
+def _guard(owner, name: str, check) -> None:
+  """Calls `check(*args, **kwargs)` before each call of `owner.name`, once wrapped."""
+  real = getattr(owner, name)
+  if getattr(real, "_quick_tier_guard", False):
+    return
+
+  def guarded(*args, **kwargs):
+    check(*args, **kwargs)
+    return real(*args, **kwargs)
+
+  guarded._quick_tier_guard = True
+  setattr(owner, name, guarded)
+
+
+def _process(_popen, *args, **kwargs) -> None:
+  argv = kwargs.get("args", args[0] if args else "")
+  program = Path(str(argv if isinstance(argv, str | bytes | os.PathLike) else argv[0])).name
+  marker = "browser" if program.startswith("chromium") else "multiprocess"
+  _check_quick_tier(f"started a process ({program})", marker)
+
+
+def _pool(*_, **__) -> None:
+  _check_quick_tier("made a process pool (multiprocessing)", "multiprocess")
+
+
+def _fork(*_, **__) -> None:
+  _check_quick_tier("started a process (multiprocessing)", "multiprocess")
+
+
+def _training(*_, **__) -> None:
+  _check_quick_tier("ran a training run", "slow")
+
+
+def _guard_quick_tier() -> None:
+  """Guards what the quick tier does not do: start a process (`subprocess`: CLIs, engines, the
+  browser; `multiprocessing`: pools, processes) or a training run (`chessjax.train.train_runs`,
+  once a test module has imported `chessjax.train`). Each is checked before it allocates anything
+  (a pool as it is made, before it starts its workers)."""
+  import multiprocessing.context
+  import multiprocessing.process
+
+  _guard(subprocess.Popen, "__init__", _process)
+  _guard(multiprocessing.context.BaseContext, "Pool", _pool)
+  _guard(multiprocessing.process.BaseProcess, "start", _fork)
+  train = sys.modules.get("chessjax.train")
+  if train is not None:
+    _guard(train, "train_runs", _training)
+
+
 # The modules whose tests take longest in `make test`'s durations, longest first: every module of
 # over about 10 worker-seconds (worker time per module in a fresh clone's `make test`, 2 Intel Xeon
 # vCPUs, 2026-11-27), so that the short ones come last and neither worker waits long for the
@@ -296,19 +423,23 @@ def pytest_configure(config):
   modules by their number of tests (`--loadscope-reorder`, on by default), which starts the many
   quick parametrized modules first and leaves the long ones with few tests for the end. A name
   in `LONGEST_MODULES` that no test file has (a module renamed) stops the run: it would order
-  nothing, silently."""
+  nothing, silently; so does a `make test-fast` that selects other tests than `QUICK_TIER`."""
   if hasattr(config.option, "loadscopereorder"):
     config.option.loadscopereorder = False
   files = {path.stem for path in Path(__file__).parent.rglob("test_*.py")}
   unknown = [name for name in LONGEST_MODULES if name not in files]
   if unknown:
     raise pytest.UsageError(f"conftest.py LONGEST_MODULES names no test file: {unknown}")
+  if f'-m "{QUICK_TIER}"' not in (REPO / "Makefile").read_text():
+    raise pytest.UsageError(f'the Makefile\'s test-fast does not select -m "{QUICK_TIER}"')
 
 
+@pytest.hookimpl(tryfirst=True)  # Before `-m` deselects by the markers it adds.
 def pytest_collection_modifyitems(config, items):
   """The longest modules first, then the others with slow tests, then the rest (stable
   otherwise): with `-n 2 --dist loadscope` long modules start early instead of leaving one worker
   busy at the end."""
+  _mark_tiers(items)
   slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
   rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
   order = {id(item): i for i, item in enumerate(items)}
@@ -357,3 +488,4 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 _UNTRACKED_AT_START = pytest.StashKey[set[str] | None]()
+_NOT_QUICK = pytest.StashKey[str]()

@@ -320,6 +320,7 @@ def _losses(text: str) -> list[str]:
   return [line.split("loss")[1].split()[0] for line in text.splitlines() if "grad" in line]
 
 
+@pytest.mark.slow
 def test_compiling_ahead_trains_as_compiling_in_the_loop(
   small_dataset, tmp_path, caplog, capsys, monkeypatch
 ):
@@ -352,6 +353,7 @@ def test_compiling_ahead_trains_as_compiling_in_the_loop(
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_min_bucket_batches_compiles_fewer_lengths(small_dataset, tmp_path, caplog):
   caplog.set_level("INFO", logger="chessjax.batches")
   caplog.set_level("INFO", logger="chessjax.compile")

@@ -94,6 +94,7 @@ def test_every_move_id_round_trips():
       move_to_id(bad)
 
 
+@pytest.mark.slow
 def test_real_games_match_python_chess(sample_games_uci):
   plies = sum(assert_matches_oracle(g) for g in sample_games_uci)
   assert plies >= 100_000
@@ -110,6 +111,7 @@ def test_random_uniform_games_match_python_chess():
   assert legal_plies > 0
 
 
+@pytest.mark.slow
 def test_native_pgn_path_equals_encode_game(sample_games_uci):
   texts = split_games(bz2.open(SAMPLE_PGN, "rt").read())
   for ep_mode in encoding.EP_MODES:
@@ -137,6 +139,7 @@ def test_crafted_games(name, ep_mode):
   assert_matches_oracle(CRAFTED[name].split(), ep_mode=ep_mode)
 
 
+@pytest.mark.slow
 def test_every_promotion_piece_for_both_colours():
   """Random games (fixed seed) until every promotion piece has appeared for both colours, with
   and without capture; each game is checked label by label."""

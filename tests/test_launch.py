@@ -59,6 +59,7 @@ def remote_script(argv: list[str]) -> str:
 # --- Shell scripts -------------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_shellcheck_clean():
   shellcheck = Path(sys.executable).parent / "shellcheck"
   if not shellcheck.exists():
@@ -74,6 +75,7 @@ def test_shellcheck_clean():
     assert os.access(p, os.X_OK), f"{p} is not executable"
 
 
+@pytest.mark.multiprocess
 def test_tpu_create_spot():
   (argv,) = dry(TPU, "create", *COMMON, "--accelerator-type", "v4-32", "--spot")
   assert argv[:5] == ["gcloud", "compute", "tpus", "tpu-vm", "create"]
@@ -83,6 +85,7 @@ def test_tpu_create_spot():
   assert not any(a.startswith("--project") for a in argv)  # gcloud's default unless given.
 
 
+@pytest.mark.multiprocess
 def test_tpu_create_queued_with_project_and_extra_flags():
   (argv,) = dry(
     TPU,
@@ -103,6 +106,7 @@ def test_tpu_create_queued_with_project_and_extra_flags():
   assert {"--project=my-proj", "--zone=zone-a"} <= set(argv)
 
 
+@pytest.mark.multiprocess
 def test_tpu_environment_defaults_and_dry_run_env():
   env = {"TPU_NAME": "cwm-env", "TPU_ZONE": "zone-b", "TPU_PROJECT": "p", "DRY_RUN": "1"}
   r = sh(TPU, "delete", "--yes", env=env)
@@ -120,6 +124,7 @@ def test_tpu_environment_defaults_and_dry_run_env():
   ]
 
 
+@pytest.mark.multiprocess
 def test_tpu_setup_repo_is_idempotent_script_on_all_workers():
   (argv,) = dry(TPU, "setup", *COMMON, "--repo", "https://example.com/chessjax.git", "--ref", "v1")
   assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "cwm-test"]
@@ -131,6 +136,7 @@ def test_tpu_setup_repo_is_idempotent_script_on_all_workers():
   assert ".venv/bin/pip install -q -e . 'jax[tpu]';" in script
 
 
+@pytest.mark.multiprocess
 def test_tpu_setup_copy_ships_working_tree():
   lines = dry(TPU, "setup", *COMMON, "--copy", "--extra-pip", "gcsfs google-cloud-storage")
   scp, ssh = lines
@@ -141,6 +147,7 @@ def test_tpu_setup_copy_ships_working_tree():
   assert ".venv/bin/pip install -q -e . 'jax[tpu]' gcsfs google-cloud-storage;" in script
 
 
+@pytest.mark.multiprocess
 def test_tpu_run_starts_chessjax_main_on_all_workers():
   (argv,) = dry(
     TPU,
@@ -172,6 +179,7 @@ def test_tpu_run_starts_chessjax_main_on_all_workers():
   assert "kill -0" in script  # Refuses to start a second copy of a live run.
 
 
+@pytest.mark.multiprocess
 def test_tpu_run_writes_a_gs_workdir_straight_to_the_bucket():
   (argv,) = dry(
     TPU, "run", *COMMON, "--family", "slice", "--size", "d512",
@@ -189,6 +197,7 @@ def test_tpu_run_writes_a_gs_workdir_straight_to_the_bucket():
   assert "setup --extra-pip gcsfs" in script
 
 
+@pytest.mark.multiprocess
 def test_tpu_mount_bucket_on_all_workers():
   (argv,) = dry(TPU, "mount-bucket", *COMMON, "--bucket", "gs://my-bucket/")
   assert "--worker=all" in argv
@@ -197,6 +206,7 @@ def test_tpu_mount_bucket_on_all_workers():
   assert "if mountpoint -q runs/gcs" in script  # Mounting twice is a no-op.
 
 
+@pytest.mark.multiprocess
 def test_tpu_tail_status_stop_ssh_delete():
   (tail,) = dry(TPU, "tail", *COMMON, "--log-name", "slice_d512", "--lines", "20")
   assert "--worker=0" in tail
@@ -249,6 +259,7 @@ def test_tpu_tail_status_stop_ssh_delete():
     (["delete", "--name", "Bad_Name", "--zone", "z"], "lowercase"),
   ],
 )
+@pytest.mark.multiprocess
 def test_tpu_bad_arguments_exit_2_with_usage(args, message):
   r = sh(TPU, "--dry-run", *args)
   assert r.returncode == 2, r
@@ -256,6 +267,7 @@ def test_tpu_bad_arguments_exit_2_with_usage(args, message):
   assert r.stdout == ""
 
 
+@pytest.mark.multiprocess
 def test_tpu_without_gcloud_fails_clearly(tmp_path):
   # A PATH with only what the script needs before calling gcloud.
   (tmp_path / "dirname").symlink_to(shutil.which("dirname"))
@@ -268,6 +280,7 @@ def test_tpu_without_gcloud_fails_clearly(tmp_path):
   assert r.returncode == 1 and "gcloud not found" in r.stderr
 
 
+@pytest.mark.multiprocess
 def test_gpu_dry_run_setup_and_run(tmp_path):
   venv = tmp_path / "venv"
   lines = dry(GPU, "setup", "--venv", str(venv))
@@ -330,6 +343,7 @@ def test_gpu_dry_run_setup_and_run(tmp_path):
     (["tail", "--lines", "many"], "--lines"),
   ],
 )
+@pytest.mark.multiprocess
 def test_gpu_bad_arguments_exit_2_with_usage(args, message):
   r = sh(GPU, "--dry-run", *args)
   assert r.returncode == 2, r
@@ -353,6 +367,7 @@ def fake_venv(tmp_path):
   return tmp_path
 
 
+@pytest.mark.multiprocess
 def test_slurm_runs_chessjax_main_once_per_gpu_task():
   """One srun step, one task per GPU (the batch script's #SBATCH lines), each the same
   chessjax.main command; JAX finds the tasks itself, so no coordinator is named."""
@@ -375,6 +390,7 @@ def test_slurm_runs_chessjax_main_once_per_gpu_task():
   assert r.returncode == 2 and "needs --family, --size and --workdir" in r.stderr
 
 
+@pytest.mark.multiprocess
 def test_slurm_every_task_gets_the_same_command(fake_venv):
   """srun (faked: it runs its command once per task with SLURM's variables) starts the trainer
   in every task with the same arguments."""
@@ -396,6 +412,7 @@ def test_slurm_every_task_gets_the_same_command(fake_venv):
   assert lines[0].removeprefix("task 0: ") == lines[1].removeprefix("task 1: ")
 
 
+@pytest.mark.multiprocess
 def test_slurm_requeues_a_preempted_job(fake_venv):
   """A trainer that exits with the preemption status (75: checkpoint saved) makes the batch
   script requeue its job, and the script exits with that status; any other failure is not
@@ -442,6 +459,7 @@ def test_multi_host_runs_are_detected_from_the_cluster(monkeypatch, env, expecte
   assert processes.detected_cluster() is expected
 
 
+@pytest.mark.multiprocess
 def test_gpu_run_retries_then_resumes(fake_venv):
   env = {"FAKE_COUNTER": str(fake_venv / "count"), "FAKE_FAILS": "2"}
   base = ["run", "--venv", str(fake_venv / "venv"), "--log-dir", str(fake_venv / "logs")]
@@ -455,6 +473,7 @@ def test_gpu_run_retries_then_resumes(fake_venv):
   assert failed.returncode == 3 and "finished with exit status 3" in failed.stdout
 
 
+@pytest.mark.multiprocess
 def test_gpu_background_run_is_single_and_stoppable(fake_venv):
   logs = fake_venv / "logs"
   env = {"FAKE_COUNTER": str(fake_venv / "count"), "FAKE_SLEEP": "60"}
@@ -1035,6 +1054,7 @@ def test_mimo_flag_adds_the_rank_4_mamba3(capsys):
   assert "family=mamba3_mimo,size=d128" in jobs[1]["command"]
 
 
+@pytest.mark.multiprocess
 def test_gpu_setup_from_wheels_is_offline(tmp_path):
   venv, wheels = tmp_path / "venv", tmp_path / "wheels"
   lines = dry(GPU, "setup", "--venv", str(venv), "--wheels", str(wheels))
@@ -1054,6 +1074,7 @@ def test_gpu_setup_from_wheels_is_offline(tmp_path):
   assert r.returncode != 0 and "does not apply to 'run'" in r.stderr
 
 
+@pytest.mark.multiprocess
 def test_make_wheels_downloads_for_the_target_machine():
   r = subprocess.run(
     ["make", "-n", "wheels", "PYVER=3.12", "PLATFORM=manylinux_2_28_aarch64", "DIR=w",

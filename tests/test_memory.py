@@ -7,6 +7,7 @@ from chessjax import memory, train
 from configs import cwm
 
 
+@pytest.mark.slow
 def test_a_step_too_large_stops_before_running_and_names_the_remedies(small_dataset, tmp_path):
   config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.data.train = str(small_dataset)

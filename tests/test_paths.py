@@ -120,6 +120,7 @@ def test_tensorboard_events_to_a_url(memory_scheme, tmp_path):
   assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(1, 1.0), (2, 0.5)]
 
 
+@pytest.mark.slow
 def test_training_to_a_url_workdir(memory_scheme, small_dataset, tmp_path, monkeypatch):
   """A smoke run whose workdir is `memory://...`; only checkpoints/ go to a local folder, since
   orbax's tensorstore writes need `gs://` or a local path (module docstring)."""

@@ -40,6 +40,7 @@ def small_pgn(tmp_path_factory, sample_text):
   return path
 
 
+@pytest.mark.slow
 def test_sample_dataset_matches_encoder_and_split_rule(tmp_path, sample_games_uci):
   out = tmp_path / "ds"
   manifest = run("--pgn", SAMPLE_PGN, "--out", out, "--test-fraction", "0.1")
@@ -78,6 +79,7 @@ def test_sample_dataset_matches_encoder_and_split_rule(tmp_path, sample_games_uc
   assert size / c["kept"] < 1700
 
 
+@pytest.mark.multiprocess
 def test_workers_and_compression_formats_give_identical_shards(tmp_path, small_pgn):
   raw = small_pgn.read_bytes()
   variants = {
@@ -214,6 +216,7 @@ def test_bad_arguments_and_existing_dataset(tmp_path, small_pgn, capsys):
   assert len(list(out.glob("*.array_record"))) == len(read_manifest(out)["splits"])
 
 
+@pytest.mark.multiprocess
 def test_killed_run_leaves_no_dataset_and_rerun_is_clean(tmp_path, sample_text):
   big = tmp_path / "big.pgn"
   big.write_text((sample_text + "\n") * 6)
@@ -307,6 +310,7 @@ def test_atomic_games_kept_counted_and_labelled(tmp_path, atomic_pgn):
   assert chess_manifest["skipped"]["variant"] == 30 + 5 + 2
 
 
+@pytest.mark.multiprocess
 def test_atomic_output_identical_for_any_worker_count(tmp_path, atomic_pgn):
   path, _, _ = atomic_pgn
   common = ("--variant", "atomic", "--games-per-shard", "7", "--ep-mode", "legal")
@@ -319,6 +323,7 @@ def test_atomic_output_identical_for_any_worker_count(tmp_path, atomic_pgn):
     assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes()
 
 
+@pytest.mark.multiprocess
 def test_workers_start_by_spawn_not_fork(tmp_path, small_pgn, monkeypatch):
   """Forking a process that has imported JAX can deadlock: workers are spawned."""
   import multiprocessing

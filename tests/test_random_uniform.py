@@ -87,6 +87,7 @@ def test_yardstick_loop_matches_reference_mode():
 # Default mode, states, manifest
 
 
+@pytest.mark.multiprocess
 def test_default_mode_identical_for_any_worker_count(tmp_path):
   m1, g1 = _generate(tmp_path, "w1", games=20, seed=3, workers=1)
   m2, g2 = _generate(tmp_path, "w2", games=20, seed=3, workers=2)
@@ -209,6 +210,7 @@ def test_generate_bad_arguments(tmp_path):
   assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.multiprocess
 def test_failure_aborts_without_a_dataset(tmp_path, monkeypatch):
   out = tmp_path / "abort"
   real_add = random_uniform.shards.DatasetWriter.add
@@ -231,6 +233,7 @@ def test_failure_aborts_without_a_dataset(tmp_path, monkeypatch):
   assert manifest["counts"]["kept"] == 2
 
 
+@pytest.mark.multiprocess
 def test_killed_run_leaves_no_dataset(tmp_path):
   # SIGTERM (a plain `kill`) unwinds like Ctrl-C: workers stop, staged shards are removed.
   out = tmp_path / "killed"
@@ -263,6 +266,7 @@ def test_killed_run_leaves_no_dataset(tmp_path):
 # Atomic chess (--variant atomic)
 
 
+@pytest.mark.multiprocess
 def test_atomic_games_identical_for_any_worker_count_and_follow_atomic_rules(tmp_path):
   m1, g1 = _generate(tmp_path, "a1", games=12, seed=3, variant="atomic", workers=1)
   m2, g2 = _generate(tmp_path, "a2", games=12, seed=3, variant="atomic", workers=2)

@@ -95,6 +95,7 @@ def test_released_schedules():
     np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"warmup {warmup}, decay {decay}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", parity.FAMILIES)
 def test_steps_equal_the_released_steps(name):
   config = parity_config(name)

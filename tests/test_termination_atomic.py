@@ -48,6 +48,7 @@ def _atomic_walks(stats, *, random_games, long_walks, crafted_repeats):
 QUICK_GAMES, QUICK_WALKS = 40, 6
 
 
+@pytest.mark.slow
 def test_atomic_game_end_matches_python_chess():
   stats = Stats()
   _atomic_walks(

@@ -186,6 +186,7 @@ class _Crashing:
     return self.compiled(state, batch)
 
 
+@pytest.mark.slow
 def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
   reference = train.train_and_evaluate(
     smoke_config(dataset, steps=8, checkpoint_every=4), tmp_path / "a"
@@ -212,6 +213,7 @@ def test_train_resume_after_crash_is_bit_exact(dataset, tmp_path, monkeypatch):
   assert list((tmp_path / "b" / "tb").iterdir())
 
 
+@pytest.mark.slow
 def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
   train.train_and_evaluate(smoke_config(dataset, steps=4, checkpoint_every=2), tmp_path / "w")
   latest = tmp_path / "w" / "checkpoints" / "4" / "state"
@@ -234,6 +236,7 @@ def test_corrupt_latest_checkpoint_falls_back(dataset, tmp_path, caplog):
     workdir.restore(tmp_path / "w", step=4)
 
 
+@pytest.mark.slow
 def test_non_finite_guard_rolls_back_and_aborts(dataset, tmp_path):
   config = smoke_config(dataset, steps=8, max_bad_batches=3, snapshot_every=2)
   _, state, fns = build(TrainSpec.from_config(config), get_task(config))
@@ -280,6 +283,7 @@ def test_data_parallel_on_four_devices_matches_one(dataset):
   np.testing.assert_allclose(four, one, rtol=2e-5)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_sigterm_then_kill_9_then_rerun_reaches_the_same_parameters(dataset, tmp_path):
   """SIGTERM (preemption) after checkpoint 2 of 12: the run finishes its step, saves a checkpoint
@@ -341,6 +345,7 @@ def test_sigterm_then_kill_9_then_rerun_reaches_the_same_parameters(dataset, tmp
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_a_new_task_trains_without_touching_the_loop(dataset, tmp_path):
   """`config.task` names a module outside chessjax (tests/tasks/next_move.py): the one training
   loop runs its rows, loss and metrics, checkpoints it and restores it for evaluation. Gated
@@ -360,6 +365,7 @@ def test_a_new_task_trains_without_touching_the_loop(dataset, tmp_path):
   assert logits.shape == (1, 5, 20482)
 
 
+@pytest.mark.slow
 def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
   """A run prints step, tokens/s and time left between its log lines (here every step:
   `progress_seconds=0`), with the loss of the steps the device has finished (never waiting for

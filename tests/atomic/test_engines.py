@@ -24,6 +24,7 @@ from conftest import REPO
 from chessjax.atomic import cache as cache_lib
 from chessjax.atomic import engines
 
+FIXTURE_TIERS = {"sf": "multiprocess", "ff": "multiprocess"}  # Engines (tests/conftest.py).
 PAPER_FEN = "r1bqkbnr/1pp4p/4ppp1/3p4/3P3Q/2N1PN2/PPP2PPP/R1B1K2R w KQkq - 0 8"
 FOOLS_MATE = "rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3"
 STALEMATE = "7k/5Q2/6K1/8/8/8/8/8 b - - 0 1"
@@ -256,6 +257,7 @@ def test_analyse_many_keeps_order_with_two_workers(sf):
 # -- cache ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_cache_hits_never_start_an_engine(tmp_path, monkeypatch):
   db = tmp_path / "sub" / "cache.sqlite"
   with (
@@ -316,6 +318,7 @@ def test_cache_is_shared_between_threads(tmp_path):
   cache.close()
 
 
+@pytest.mark.multiprocess
 def test_cache_is_shared_between_processes(tmp_path):
   script = (
     "import sys\n"
@@ -338,6 +341,7 @@ def test_cache_is_shared_between_processes(tmp_path):
 # -- crashes and hangs (fake engine) -------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_restart_after_crash(tmp_path, caplog):
   path, _ = fake_engine(tmp_path, "crash", PAPER_FEN)
   with engines.EnginePool("stockfish", path=path, cache=None) as pool:
@@ -349,6 +353,7 @@ def test_restart_after_crash(tmp_path, caplog):
   assert any(PAPER_FEN in r.message and "FakeFish" in r.message for r in caplog.records)
 
 
+@pytest.mark.multiprocess
 def test_restart_after_hang(tmp_path, caplog):
   path, _ = fake_engine(tmp_path, "hang", PAPER_FEN)
   requests = [engines.Request(fen, depth=3) for fen in (OPENINGS[0], PAPER_FEN, OPENINGS[2])]
@@ -360,6 +365,7 @@ def test_restart_after_hang(tmp_path, caplog):
   assert any("TimeoutError" in r.message and PAPER_FEN in r.message for r in caplog.records)
 
 
+@pytest.mark.multiprocess
 def test_gives_up_after_max_retries(tmp_path):
   path, _ = fake_engine(tmp_path, "crash", PAPER_FEN, once=False)
   with engines.EnginePool("stockfish", path=path, cache=None, max_retries=1) as pool:
@@ -369,6 +375,7 @@ def test_gives_up_after_max_retries(tmp_path):
     assert pool.analyse(OPENINGS[0], depth=3).best.move  # the pool still works
 
 
+@pytest.mark.multiprocess
 def test_engine_killed_mid_search(tmp_path):
   path, pidfile = fake_engine(tmp_path, "hang", PAPER_FEN)
   with engines.EnginePool("stockfish", path=path, cache=None, timeout_s=60.0) as pool:
@@ -389,6 +396,7 @@ def test_engine_killed_mid_search(tmp_path):
 # -- one pool per variant ------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_variant_pools_share_one_cache(tmp_path):
   db = tmp_path / "shared.sqlite"
   with engines.variant_pools(("chess", "atomic"), cache_path=db) as pools:

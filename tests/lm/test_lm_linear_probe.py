@@ -32,6 +32,7 @@ def _boards(n: int) -> np.ndarray:
   return np.where(RNG.random((n, 64)) < 0.6, 0, pieces).astype(np.uint8)
 
 
+@pytest.mark.slow
 def test_probe_fits_linearly_separable_features():
   # Features = a one-hot board code (64 * 13) seen through a random rotation and scaled: a linear
   # map recovers every square exactly.

@@ -113,6 +113,7 @@ def tiny_lm_config(data, notation, **train):
   return c
 
 
+@pytest.mark.slow
 def test_early_stopping_keeps_the_best_checkpoint(small_dataset, tmp_path):
   """Validation losses 3, 2, 2.5: patience 1 stops at the third validation; WORKDIR/best holds
   the second's state, and a rerun of the stopped run trains no further."""

@@ -199,6 +199,7 @@ def test_dropout_only_when_training(small_models):
   assert np.all(np.isfinite(train)) and not np.allclose(train, eval_a)
 
 
+@pytest.mark.slow
 def test_rematerialised_segments_match_one_pass(small_models):
   """MIMO's mixer over segments of 5 tokens (two, then the remaining 3; rematerialised) against
   one pass over all 13: outputs and the gradients of every parameter and of the input, float32

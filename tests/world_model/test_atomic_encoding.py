@@ -125,6 +125,7 @@ def test_variants_and_unknown_variant():
   assert type(encoding.new_board("atomic")) is Atomic and type(encoding.new_board()) is chess.Board
 
 
+@pytest.mark.slow
 def test_random_atomic_games_match_python_chess():
   rng, features, plies, legal_plies = random.Random(2024), Features(), 0, 0
   while plies < 20_000:

@@ -23,6 +23,7 @@ from configs import cwm
 from data_prep import process_pgn
 
 FAMILY = SMOKE_FAMILY  # Any family works.
+FIXTURE_TIERS = {"run_dir": "slow"}  # It trains (tests/conftest.py).
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 OPENING = "e2e4 e7e5 g1f3 b8c6 f1b5 a7a6 e1g1".split()
 

@@ -32,7 +32,7 @@ def test_views_know_the_first_wrong_ply():
   assert game["exact_state"] == pytest.approx(3 / 8)
 
 
-@pytest.mark.slow
+@pytest.mark.browser
 def test_page_steps_by_key_in_a_browser(tmp_path):
   path = tmp_path / "page.html"
   path.write_text(page.page_html(_views(), "test <page>"))
