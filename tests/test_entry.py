@@ -8,6 +8,8 @@ import sys
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.multiprocess  # Every test starts a command as a subprocess.
+
 CONFIG = f"--config={REPO / 'configs' / 'cwm.py'}:family=slice,size=d128,smoke=True"
 
 

@@ -1,4 +1,4 @@
-"""launch.cluster against a real single-node SLURM (tests/cluster/conftest.py: one for the run).
+"""launch.cluster against a real single-node SLURM (`slurm` below: one for the module).
 
 * the toy protocol submitted with `launch.reproduce_mini --scheduler slurm --wait` gives the same
   report (Table 8 cells, selection) as the same command run here without SLURM. Both run at reduced
@@ -19,8 +19,10 @@ Runs are the smoke world model (tests/test_multiprocess.py's) for a few hundred 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,7 +36,61 @@ from launch import manifest
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE_FAMILY = "slice"  # tests/conftest.py's (`conftest` here is tests/cluster/conftest.py).
+SMOKE_FAMILY = "slice"  # tests/conftest.py's smoke family.
+
+# One single-node SLURM for the module's tests (`tests/slurm/local_slurm.sh`), started by the
+# first cluster test and stopped after the last, also when a test fails: configuration, munge key and
+# socket, state and logs in a temporary folder, the daemons stopped by their pids.
+#
+# It needs root (munged runs as user munge, slurmd as root) and Debian's slurmctld, slurmd,
+# slurm-client and munge (`make slurm` installs them). Where one is missing the cluster tests skip
+# with one line naming it; under CI=true they fail instead, so CI always runs them.
+
+SCRIPT = Path(__file__).resolve().parents[1] / "slurm" / "local_slurm.sh"
+TOOLS = ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scontrol", "scancel")
+
+
+def missing() -> str | None:
+  """What this machine lacks to start the test SLURM, in words (None: nothing)."""
+  if os.geteuid() != 0:
+    return "root (munged runs as user munge, slurmd as root)"
+  path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+  absent = [t for t in TOOLS if not shutil.which(t, path=path)]
+  if absent:
+    return f"{', '.join(absent)} (make slurm: apt-get install slurmctld slurmd slurm-client munge)"
+  return None
+
+
+@pytest.fixture(scope="module")
+def slurm():
+  """SLURM_CONF of a running single-node SLURM (also set in os.environ while it runs)."""
+  lack = missing()
+  if lack:
+    if os.environ.get("CI", "").lower() == "true":
+      pytest.fail(f"cluster tests need {lack}; CI must run them")
+    pytest.skip(f"cluster tests need {lack}")
+  # Not under pytest's 0700 temporary folders: munged (user munge) must reach its socket.
+  folder = Path(tempfile.mkdtemp(prefix="chessjax-slurm-", dir="/tmp"))
+  env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+  try:
+    r = subprocess.run(
+      ["bash", str(SCRIPT), "start", str(folder)], env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0, f"local SLURM did not start:\n{r.stdout}{r.stderr}"
+    conf = folder / "slurm.conf"
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(conf)
+    os.environ["PATH"] = env["PATH"]
+    yield conf
+  finally:
+    subprocess.run(["bash", str(SCRIPT), "stop", str(folder)], env=env, capture_output=True)
+    if "before" in locals():
+      if before is None:
+        os.environ.pop("SLURM_CONF", None)
+      else:
+        os.environ["SLURM_CONF"] = before
+    shutil.rmtree(folder, ignore_errors=True)
+
 
 STEPS = 150
 TOY = [
