@@ -39,8 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 SMOKE_FAMILY = "slice"  # tests/conftest.py's smoke family.
 
 # One single-node SLURM for the module's tests (`tests/slurm/local_slurm.sh`), started by the
-# first cluster test and stopped after the last, also when a test fails: configuration, munge key and
-# socket, state and logs in a temporary folder, the daemons stopped by their pids.
+# first cluster test and stopped after the last, also when a test fails: configuration, munge key
+# and socket, state and logs in a temporary folder, the daemons stopped by their pids.
 #
 # It needs root (munged runs as user munge, slurmd as root) and Debian's slurmctld, slurmd,
 # slurm-client and munge (`make slurm` installs them). Where one is missing the cluster tests skip
