@@ -337,9 +337,8 @@ def reproduce_reruns() -> str:
     verdict = f"a different {' and '.join(differ)}" if differ else "the same Table 8 and selection"
     minutes, seconds = divmod(run["wall_s"], 60)
     out.append(
-      f"Run again at commit {run['commit']} ({run['date']}), its cells trained as populations "
-      f"({run['commands']} commands), on {run['machine']}: {verdict} to the printed digit, in "
-      f"{minutes} min {seconds} s."
+      f"Run again at commit {run['commit']} ({run['date']}), {run['how']}, on "
+      f"{run['machine']}: {verdict} to the printed digit, in {minutes} min {seconds} s."
     )
   return " ".join(out)
 
