@@ -379,6 +379,7 @@ def _guard_quick_tier() -> None:
 # other at the end (with the shorter list before it, one worker ran its last module for 37 s
 # after the other had finished).
 LONGEST_MODULES = (
+  "test_cluster",  # Its tests wait on SLURM jobs: first, beside the multi-process module.
   "test_multiprocess",
   "test_train",
   "test_population",

@@ -42,13 +42,22 @@ def _patch(monkeypatch, rec):
   monkeypatch.setattr(findings_long, "record", lambda n: rec if n == "bench_cwm_long" else real(n))
 
 
-def test_the_committed_record_renders_against_the_overall_score():
+def test_the_committed_record_has_matched_strata_for_the_four_main_families():
+  """The L128 record (issue 48): the four main families' runs hold `ep_label`, the ply-matched
+  scores and the transition error; the three ablations' older runs do not, and both readings are
+  rendered, each naming its runs."""
   rows = findings.record("bench_cwm_long")["runs"]
-  assert not any(cwm_tables.has_matched(r) for r in rows)
+  assert [cwm_tables.has_matched(r) for r in rows] == [r["family"] in MAIN for r in rows]
+  for r in rows:
+    if r["family"] in MAIN:
+      for split in ("real", "random"):
+        strata = r[split]["long"]["strata"]
+        assert "ep_label" in strata
+        assert {"matched", "transition_error"} <= set(strata["capture"])
   text = "\n".join(cwm_tables.strata_lines(rows))
-  assert " / " not in text.split("| run |")[1] and "(D)" in text
+  assert " / " in text.split("| run |")[1] and "(D)" in text
   said = "\n".join(findings_long.strata_findings())
-  assert "Runs without the ply-matched numbers" in said and "In every one of these runs" not in said
+  assert "Runs without the ply-matched numbers" in said and "In every one of these runs" in said
 
 
 def test_matched_runs_show_both_numbers_and_the_reading_follows_them(monkeypatch):

@@ -118,10 +118,18 @@ def squeue() -> dict[str, str]:
   return dict(line.split() for line in out.stdout.splitlines())
 
 
+def slurm_state() -> str:
+  """What SLURM says of its node and jobs, for a failure message."""
+  cmds = (["sinfo", "-N", "-l"], ["squeue", "-a", "-l", "-r"], ["scontrol", "show", "job"])
+  out = [subprocess.run(c, capture_output=True, text=True).stdout for c in cmds]
+  return "\n".join(out)[-4000:]
+
+
 def wait_for(what: str, ok, timeout: float = 240, every: float = 0.3):
   deadline = time.monotonic() + timeout
   while not (value := ok()):
-    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+    if time.monotonic() >= deadline:
+      raise AssertionError(f"timed out waiting for {what}; SLURM:\n{slurm_state()}")
     time.sleep(every)
   return value
 
@@ -260,7 +268,7 @@ def test_a_killed_task_is_failed_and_resubmitted_alone(slurm, small_dataset, tmp
 def test_two_slurm_tasks_train_like_one_process(preempted, small_dataset, tmp_path):
   two = tmp_path / "two"
   job = submit(tmp_path, [train_entry(small_dataset, two, 1, "train")], "--tasks-per-run", "2")
-  wait_for("the 2-task run", lambda: not any(k.startswith(f"{job}_") for k in squeue()), 400)
+  wait_for("the 2-task run", lambda: not any(k.startswith(f"{job}_") for k in squeue()), 600)
   log = (tmp_path / "cluster" / "slurm" / "logs" / "input-001_0.log").read_text()
   assert workdirs.finished(two, STEPS), log[-3000:]
   assert "2 devices, 2 processes" in log, log[-3000:]
