@@ -109,7 +109,8 @@ SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=5
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+# Every CPU of the machine, not this process's affinity (a pinned pytest worker sees one).
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$(nproc --all) State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
 
