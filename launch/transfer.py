@@ -39,7 +39,6 @@ of each segment go to the run's bench.json, as in `launch.cwm_mini`.
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -49,6 +48,7 @@ from chessjax.files import write_json, write_text
 from chessjax.world_model import strata
 from launch import cpu_runs
 from launch.cpu_runs import MASTERS, bench_record, quiet, segment
+from launch.transfer_tables import figure, tables_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = ("atomic", "chess")  # The test sets: random-uniform games of one seed under each rules.
@@ -278,7 +278,7 @@ def scores(workdir: Path) -> dict | None:
     if split == "atomic":
       out[split]["strata"] = {s: cpu_runs.stratum(r["strata"][s]) for s in strata.ATOMIC_STRATA}
   summary = workdirs.read_summary(workdir) or {}
-  out["params"] = summary.get("params")
+  out["params"], out["steps"] = summary.get("params"), summary.get("steps")
   for phase in ("train", "eval"):
     segs = [s for s in bench_record(workdir)["segments"] if s["phase"] == phase and "cpu_s" in s]
     out[f"{phase}_cpu_s"] = sum(s["cpu_s"] for s in segs) if segs else None
@@ -311,124 +311,6 @@ def protocol(args) -> dict:
   out["sources"] = {f: Path(p).name for f, p in args.source_dirs.items()}
   out["lichess_atomic"] = Path(args.lichess_atomic).name if args.lichess_atomic else ""
   return out
-
-
-def _pct(x) -> str:
-  return "-" if x is None else f"{100 * x:.2f}"
-
-
-def _num(x) -> str:
-  return "-" if x is None else f"{x:.4f}"
-
-
-def tables_markdown(record: dict) -> str:
-  p = record["args"]
-  games = "a lichess export" if p["lichess_atomic"] else f"random-uniform, seed {p['train_seed']}"
-  lines = [
-    "# World models across rules: atomic games after chess",
-    "",
-    f"d128, one seed ({p['seed']}); sources trained {p['source_steps']} steps on real chess games "
-    f"(or given: {p['sources'] or 'none'}); fine-tuned and from-scratch runs {p['steps']} steps "
-    f"on the first N atomic training games ({games}), "
-    f"batch {p['batch_size']}, {p['max_len']} steps per game; test sets: {p['test_games']} "
-    f"random-uniform games of seed {p['test_seed']} under each rule set.",
-    "",
-    "## ExactState % and loss on atomic games against N",
-    "",
-    "| family | N | fine-tuned ExactState | from scratch ExactState | fine-tuned loss "
-    "| from scratch loss |",
-    "|---|---:|---:|---:|---:|---:|",
-  ]
-  for family, row in record["families"].items():
-    src = row["source"].get("atomic")
-    if src:
-      lines.append(
-        f"| {family} | 0 (source) | {_pct(src['exact_state'])} | - | {_num(src['loss'])} | - |"
-      )
-    for n, runs in row["runs"].items():
-      ft, sc = (runs[k]["atomic"] if runs[k] else {} for k in ("ft", "scratch"))
-      lines.append(
-        f"| {family} | {n} | {_pct(ft.get('exact_state'))} | {_pct(sc.get('exact_state'))} "
-        f"| {_num(ft.get('loss'))} | {_num(sc.get('loss'))} |"
-      )
-  lines += [
-    "",
-    "## Chess before and after: ExactState % and loss on the chess test set",
-    "",
-    "| family | run | ExactState | loss |",
-    "|---|---|---:|---:|",
-  ]
-  for family, row in record["families"].items():
-    if row["source"].get("chess"):
-      c = row["source"]["chess"]
-      lines.append(f"| {family} | source | {_pct(c['exact_state'])} | {_num(c['loss'])} |")
-    for n, runs in row["runs"].items():
-      for kind, label in (("ft", "fine-tuned"), ("scratch", "from scratch")):
-        if runs[kind]:
-          c = runs[kind]["chess"]
-          lines.append(
-            f"| {family} | {label}, N={n} | {_pct(c['exact_state'])} | {_num(c['loss'])} |"
-          )
-  lines += [
-    "",
-    "## Atomic strata: ExactState % on the stratum's steps / on the other steps at the same plies",
-    "",
-    "| family | run | " + " | ".join(strata.ATOMIC_STRATA) + " |",
-    "|---|---|" + "---:|" * len(strata.ATOMIC_STRATA),
-  ]
-  for family, row in record["families"].items():
-    named = [("source", row["source"])]
-    for n, runs in row["runs"].items():
-      named += [(f"{k} N={n}", runs[k]) for k in ("ft", "scratch") if runs[k]]
-    for label, r in named:
-      if not r or "atomic" not in r:
-        continue
-      cells = []
-      for s in strata.ATOMIC_STRATA:
-        v = r["atomic"]["strata"][s]
-        cells.append(
-          f"{_pct(v['exact_state'])} / {_pct(v['matched']['exact_state'])} ({v['steps']})"
-        )
-      lines.append(f"| {family} | {label} | " + " | ".join(cells) + " |")
-  return "\n".join(lines) + "\n"
-
-
-def figure(record: dict, out: Path) -> None:
-  """ExactState and loss on atomic games against N (log scale), fine-tuned (solid) and from
-  scratch (dashed) per family; the source at N = 0 as a dotted level."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-  for j, (family, row) in enumerate(record["families"].items()):
-    color = colors[j % len(colors)]
-    for ax, metric, scale in ((axes[0], "exact_state", 100), (axes[1], "loss", 1)):
-      for kind, style in (("ft", "-"), ("scratch", "--")):
-        pts = [
-          (int(n), runs[kind]["atomic"][metric] * scale)
-          for n, runs in row["runs"].items()
-          if runs[kind]
-        ]
-        if pts:
-          xs, ys = zip(*pts, strict=True)
-          label = f"{family} {'fine-tuned' if kind == 'ft' else 'from scratch'}"
-          ax.plot(xs, ys, style, marker="o", color=color, label=label)
-      if row["source"].get("atomic"):
-        level = row["source"]["atomic"][metric] * scale
-        ax.axhline(level, color=color, linestyle=":", linewidth=1, label=f"{family} source")
-  for ax, title in zip(axes, ("ExactState % (atomic test)", "loss (atomic test)"), strict=True):
-    ax.set_xscale("log")
-    ax.set_xlabel("atomic training games N")
-    ax.set_title(title)
-  axes[0].legend(fontsize=7)
-  fig.tight_layout()
-  tmp = out.with_name(f".{out.stem}.tmp.png")
-  fig.savefig(tmp, dpi=120)
-  plt.close(fig)
-  os.replace(tmp, out)
 
 
 def report(args, work: Path) -> dict:

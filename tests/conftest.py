@@ -250,6 +250,33 @@ def trained_lm(tmp_path_factory, lm_sample) -> Path:
   return built_once(tmp_path_factory, "trained_lm", build)
 
 
+# `launch.reproduce_mini` at toy size: one family, one learning rate, a few steps, a slice of the
+# sample (`reproduce_mini_local`; tests/cluster sends the same flags through SLURM).
+MINI_FLAGS = (
+  "--families", "slice", "--lrs", "3e-3", "--warmup", "2", "--stage1-steps", "3",
+  "--stage2-steps", "4", "--batch-size", "8", "--max-len", "64", "--sample-games", "300",
+  "--random-games", "10", "--eval-games", "16",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def reproduce_mini_local(tmp_path_factory) -> Path:
+  """The workdir of `launch.reproduce_mini` with `MINI_FLAGS`, run here one command at a time on
+  one core (`taskset`: a SLURM task asking for one CPU is bound to one, and XLA's CPU threads, so
+  the last bits of a reduction, follow the CPUs a process may use). Made once per run
+  (`built_once`); never modify it."""
+
+  def build(out):
+    pin = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
+    argv = [*pin, sys.executable, "-m", "launch.reproduce_mini", "--workdir", str(out)]
+    done = subprocess.run(
+      [*argv, *MINI_FLAGS, "--jobs", "1"], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+  return built_once(tmp_path_factory, "reproduce_mini", build)
+
+
 # The tiers (README, "Two commands"): `make test` runs every test; `make test-fast` runs the quick
 # tier, the tests with none of these markers: the checks that need no training run, no second
 # process and no browser. Markers come from the tests' own `pytest.mark` and from the rules below;
@@ -259,7 +286,7 @@ TIERS = ("slow", "multiprocess", "browser", "cluster")
 QUICK_TIER = "not (" + " or ".join(TIERS) + ")"
 # The tier of a test that uses one of these fixtures (they train, or start a process); a test
 # module adds its own in a module-level `FIXTURE_TIERS` of the same form.
-FIXTURE_TIERS = {"trained_lm": "slow"}
+FIXTURE_TIERS = {"trained_lm": "slow", "reproduce_mini_local": "slow"}
 # The tier of a test module that imports from one of these helper modules (tests/NAME.py).
 HELPER_TIERS = {"multiprocess": "multiprocess"}
 

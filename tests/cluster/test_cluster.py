@@ -1,20 +1,27 @@
 """launch.cluster against a real single-node SLURM (`slurm` below: one for the module).
 
 * the toy protocol submitted with `launch.reproduce_mini --scheduler slurm --wait` gives the same
-  report (Table 8 cells, selection) as the same command run here without SLURM. Both run at reduced
-  flags (one family, a few steps, a slice of the sample): the whole `make reproduce-mini` twice
-  would take most of 10 minutes on this suite's two cores. The committed record
+  report (Table 8 cells, selection) as the same command run here without SLURM (conftest.py's
+  `reproduce_mini_local`, which tests/world_model/test_report.py checks cell by cell). Both run at
+  conftest.py's reduced `MINI_FLAGS` (one family, a few steps, a slice of the sample): the whole
+  `make reproduce-mini` twice would take most of 10 minutes on this suite's two cores. The
+  committed record
   (docs/results/reproduce_mini.json) was made without the suite's XLA settings
   (conftest.py: JAX_DISABLE_MOST_OPTIMIZATIONS), so equal digits there would test XLA, not the
-  chain; the two runs here share this process's settings and must agree bit for bit;
+  chain; the two runs here share this process's settings and one CPU per process (a SLURM task is
+  bound to the one CPU it asked for), and must agree bit for bit.
+
+One array of three training runs serves the next two checks (`array`):
 * a task sent SIGTERM by `scancel --signal=TERM` (what the time limit and preemption send) saves,
   exits 75 and is requeued; released at once (`StartTime=now`, not SLURM's begin-time hold), it
-  resumes and ends with the parameters of an uninterrupted run, bit for bit;
+  resumes and ends with the parameters of the uninterrupted run beside it, bit for bit;
 * a task killed with `scancel` shows as failed in `status`, and submitting the manifest again runs
   only that run;
 * a run of 2 SLURM tasks (2 JAX processes that find each other from SLURM's variables) ends within
   1e-4 of the 1-process run (tests/test_multiprocess.py's tolerance).
-Runs are the smoke world model (tests/test_multiprocess.py's) for a few hundred tiny steps.
+Runs are the smoke world model (tests/test_multiprocess.py's) for 100 tiny steps, compiled with
+XLA's optimisations (the suite turns them off: its programs mostly run a step or two, these run a
+hundred and take a third of the time so).
 """
 
 import json
@@ -29,6 +36,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import MINI_FLAGS
 
 from chessjax import workdir as workdirs
 from launch import manifest
@@ -74,8 +82,9 @@ def slurm():
   env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
   try:
     r = subprocess.run(
-      ["bash", str(SCRIPT), "start", str(folder)], env=env, capture_output=True, text=True
-    )
+      ["bash", str(SCRIPT), "start", str(folder)], env=env, capture_output=True, text=True,
+      timeout=120,
+    )  # fmt: skip
     assert r.returncode == 0, f"local SLURM did not start:\n{r.stdout}{r.stderr}"
     conf = folder / "slurm.conf"
     before = os.environ.get("SLURM_CONF")
@@ -83,7 +92,8 @@ def slurm():
     os.environ["PATH"] = env["PATH"]
     yield conf
   finally:
-    subprocess.run(["bash", str(SCRIPT), "stop", str(folder)], env=env, capture_output=True)
+    stop = ["bash", str(SCRIPT), "stop", str(folder)]
+    subprocess.run(stop, env=env, capture_output=True, timeout=120)
     if "before" in locals():
       if before is None:
         os.environ.pop("SLURM_CONF", None)
@@ -92,12 +102,7 @@ def slurm():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-STEPS = 150
-TOY = [
-  "--families", "slice", "--stage1-steps", "4", "--stage2-steps", "6", "--sample-games", "100",
-  "--random-games", "10", "--eval-games", "10", "--max-len", "64", "--batch-size", "8",
-  "--jobs", "2",
-]  # fmt: skip
+STEPS = 100
 
 
 def cluster(*args, check=True) -> subprocess.CompletedProcess:
@@ -114,14 +119,16 @@ def status(root) -> dict:
 
 
 def squeue() -> dict[str, str]:
-  out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True)
+  out = subprocess.run(
+    ["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True, timeout=60
+  )
   return dict(line.split() for line in out.stdout.splitlines())
 
 
 def slurm_state() -> str:
   """What SLURM says of its node and jobs, for a failure message."""
   cmds = (["sinfo", "-N", "-l"], ["squeue", "-a", "-l", "-r"], ["scontrol", "show", "job"])
-  out = [subprocess.run(c, capture_output=True, text=True).stdout for c in cmds]
+  out = [subprocess.run(c, capture_output=True, text=True, timeout=60).stdout for c in cmds]
   return "\n".join(out)[-4000:]
 
 
@@ -145,7 +152,8 @@ def train_entry(dataset, work, devices: int, stage: str) -> dict:
   ]  # fmt: skip
   flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
   command = " ".join(map(str, argv))
-  e = manifest.entry(0, stage, work.name, command, REPO, env={"XLA_FLAGS": flags.strip()})
+  env = {"XLA_FLAGS": flags.strip(), "JAX_DISABLE_MOST_OPTIMIZATIONS": "0"}
+  e = manifest.entry(0, stage, work.name, command, REPO, env=env)
   return dict(e, argv=argv, runs=[{"workdir": str(work), "steps": STEPS}])
 
 
@@ -177,11 +185,9 @@ def params_of(work):
   return [np.asarray(x) for x in jax.tree.leaves(restored.state["params"])]
 
 
-def test_toy_protocol_through_slurm_equals_the_local_run(slurm, tmp_path):
-  local, cl = tmp_path / "local", tmp_path / "slurm"
-  run = [sys.executable, "-m", "launch.reproduce_mini", *TOY]
-  r = subprocess.run([*run, "--workdir", local], cwd=REPO, capture_output=True, text=True)
-  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+def test_toy_protocol_through_slurm_equals_the_local_run(slurm, reproduce_mini_local, tmp_path):
+  local, cl = reproduce_mini_local, tmp_path / "slurm"
+  run = [sys.executable, "-m", "launch.reproduce_mini", *MINI_FLAGS, "--jobs", "2"]
   r = subprocess.run(
     [*run, "--workdir", cl, "--scheduler", "slurm", "--wait"],
     cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -206,71 +212,74 @@ def test_toy_protocol_through_slurm_equals_the_local_run(slurm, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def preempted(slurm, small_dataset, tmp_path_factory):
-  """Two runs as one array: task 0 sent SIGTERM during training and released at once after its
-  requeue, task 1 uninterrupted (the reference); both with 2 CPU devices in one process."""
-  root = tmp_path_factory.mktemp("preempt")
-  a, b = root / "interrupted", root / "reference"
-  job = submit(root, [train_entry(small_dataset, w, 2, "train") for w in (a, b)], "--throttle", "2")
-  task = f"{job}_0"
-  log = root / "cluster" / "slurm" / "logs" / "input-001_0.log"
-  wait_for("task 0 to train", lambda: log_step(log) >= 10, timeout=300, every=0.1)
-  assert not workdirs.finished(a, STEPS), "the run ended before the signal"
-  subprocess.run(["scancel", "--signal=TERM", task], check=True)
+def array(slurm, small_dataset, tmp_path_factory):
+  """Three runs as one array, at once, each with 2 CPU devices in one process: task 0 is sent
+  SIGTERM during training and released at once after its requeue, task 1 runs uninterrupted (the
+  reference), task 2 is killed (`scancel`) during training. Returns the folders and what
+  `status` said while task 0 waited requeued and once the array had ended."""
+  root = tmp_path_factory.mktemp("array")
+  works = [root / name for name in ("interrupted", "reference", "killed")]
+  job = submit(root, [train_entry(small_dataset, w, 2, "train") for w in works], "--throttle", "3")
+  logs = [root / "cluster" / "slurm" / "logs" / f"input-001_{i}.log" for i in range(3)]
+  signals = {0: ["--signal=TERM"], 2: []}
+
+  def signal_when_training() -> bool:
+    for i in [i for i in signals if log_step(logs[i]) >= 5]:
+      subprocess.run(["scancel", *signals.pop(i), f"{job}_{i}"], check=True, timeout=60)
+    return not signals
+
+  wait_for("tasks 0 and 2 to train", signal_when_training, timeout=300, every=0.1)
   history = root / "cluster" / "slurm" / "tasks" / "input-001_0"
   wait_for("exit 75", lambda: any(x.split()[-1] == "75" for x in _lines(history) if "exit" in x))
-  wait_for("the requeue", lambda: squeue().get(task) in ("PENDING", "RUNNING"))
+  wait_for("the requeue", lambda: squeue().get(f"{job}_0") in ("PENDING", "RUNNING"))
   seen = status(root / "cluster")
-  subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=False)
-  wait_for("both runs", lambda: not any(k.startswith(f"{job}_") for k in squeue()), timeout=300)
-  return {"root": root, "a": a, "b": b, "log": log, "seen": seen}
+  subprocess.run(["scontrol", "update", f"JobId={job}_0", "StartTime=now"], timeout=60)
+  wait_for("the array", lambda: not any(k.startswith(f"{job}_") for k in squeue()), timeout=300)
+  after = status(root / "cluster")
+  return {"root": root, "works": works, "log": logs[0], "seen": seen, "after": after}
 
 
-def test_sigterm_saves_requeues_and_resumes_bit_exact(preempted):
-  text = preempted["log"].read_text()
+def test_sigterm_saves_requeues_and_resumes_bit_exact(array):
+  interrupted, reference, _ = array["works"]
+  text = array["log"].read_text()
   assert "requeueing task" in text and "resumed from step" in text, text[-3000:]
-  assert workdirs.read_summary(preempted["a"])["steps"] == STEPS
-  assert 0 < workdirs.read_summary(preempted["a"])["resumed_from"] < STEPS
-  for x, y in zip(params_of(preempted["a"]), params_of(preempted["b"]), strict=True):
+  assert workdirs.read_summary(interrupted)["steps"] == STEPS
+  assert 0 < workdirs.read_summary(interrupted)["resumed_from"] < STEPS
+  for x, y in zip(params_of(interrupted), params_of(reference), strict=True):
     np.testing.assert_array_equal(x, y)
   # While requeued, status counted it preempted (or running again, once released).
-  seen = preempted["seen"]["stages"]["train"]
-  assert seen["preempted"] + seen["running"] >= 1 and seen["total"] == 2, seen
-  final = status(preempted["root"] / "cluster")["stages"]["train"]
-  assert final["finished"] == final["total"] == 2 and final["steps"] == 2 * STEPS, final
+  seen = array["seen"]["stages"]["train"]
+  assert seen["preempted"] + seen["running"] >= 1 and seen["total"] == 3, seen
 
 
-def test_a_killed_task_is_failed_and_resubmitted_alone(slurm, small_dataset, tmp_path):
-  killed, kept = tmp_path / "killed", tmp_path / "kept"
-  entries = [train_entry(small_dataset, w, 1, "train") for w in (killed, kept)]
-  job = submit(tmp_path, entries, "--throttle", "2")
-  log = tmp_path / "cluster" / "slurm" / "logs" / "input-001_0.log"
-  wait_for("task 0 to train", lambda: log_step(log) >= 5, timeout=300, every=0.1)
-  subprocess.run(["scancel", f"{job}_0"], check=True)
-  wait_for("the array", lambda: not any(k.startswith(f"{job}_") for k in squeue()), timeout=300)
-  assert workdirs.finished(kept, STEPS) and not workdirs.finished(killed, STEPS)
-  st = status(tmp_path / "cluster")["stages"]["train"]
-  assert (st["failed"], st["finished"], st["total"]) == (1, 1, 2), st
+def test_a_killed_task_is_failed_and_resubmitted_alone(array):
+  interrupted, reference, killed = array["works"]
+  root = array["root"]
+  assert not workdirs.finished(killed, STEPS)
+  st = array["after"]["stages"]["train"]
+  assert (st["failed"], st["finished"], st["total"]) == (1, 2, 3), st
   assert str(killed) in st["problems"]
-  kept_summary = (kept / workdirs.SUMMARY).stat().st_mtime_ns
-  r = cluster("submit-manifest", tmp_path / "cluster", tmp_path / "input.jsonl")
-  assert "1 of 2 task(s) already ended" in r.stdout, r.stdout
-  (again,) = manifest.read(tmp_path / "cluster" / "slurm" / "manifests" / "input-002.jsonl")
+  mtimes = [(w / workdirs.SUMMARY).stat().st_mtime_ns for w in (interrupted, reference)]
+  r = cluster("submit-manifest", root / "cluster", root / "input.jsonl")
+  assert "2 of 3 task(s) already ended" in r.stdout, r.stdout
+  (again,) = manifest.read(root / "cluster" / "slurm" / "manifests" / "input-002.jsonl")
   assert again["runs"] == [{"workdir": str(killed), "steps": STEPS}]
   job2 = r.stdout.split("array job ")[-1].split()[0]
   wait_for("the rerun", lambda: not any(k.startswith(f"{job2}_") for k in squeue()), timeout=300)
   assert workdirs.finished(killed, STEPS)
-  assert (kept / workdirs.SUMMARY).stat().st_mtime_ns == kept_summary  # Not trained again.
-  st = status(tmp_path / "cluster")["stages"]["train"]
-  assert (st["finished"], st["failed"], st["total"]) == (2, 0, 2), st
+  # The other two were not trained again.
+  assert [(w / workdirs.SUMMARY).stat().st_mtime_ns for w in (interrupted, reference)] == mtimes
+  st = status(root / "cluster")["stages"]["train"]
+  assert (st["finished"], st["failed"], st["total"]) == (3, 0, 3), st
+  assert st["steps"] == 3 * STEPS, st
 
 
-def test_two_slurm_tasks_train_like_one_process(preempted, small_dataset, tmp_path):
+def test_two_slurm_tasks_train_like_one_process(array, small_dataset, tmp_path):
   two = tmp_path / "two"
   job = submit(tmp_path, [train_entry(small_dataset, two, 1, "train")], "--tasks-per-run", "2")
   wait_for("the 2-task run", lambda: not any(k.startswith(f"{job}_") for k in squeue()), 600)
   log = (tmp_path / "cluster" / "slurm" / "logs" / "input-001_0.log").read_text()
   assert workdirs.finished(two, STEPS), log[-3000:]
   assert "2 devices, 2 processes" in log, log[-3000:]
-  for x, y in zip(params_of(two), params_of(preempted["b"]), strict=True):
+  for x, y in zip(params_of(two), params_of(array["works"][1]), strict=True):
     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4)

@@ -9,8 +9,9 @@
 # Everything lives in DIR (configuration, munge key and socket, state, spool, logs, pid files),
 # so it runs beside another SLURM or munge; DIR must be traversable by the user munge (not under a
 # 0700 directory). The node has the machine's CPUs; memory is not a scheduled resource
-# (CR_Core). Processes are tracked by their parent ids (proctrack/linuxproc) and tasks are not
-# bound (task/none): no cgroups needed, so it runs in a container.
+# (CR_Core). Processes are tracked by their parent ids (proctrack/linuxproc) and each task is bound
+# to the CPUs SLURM gave it (task/affinity: sched_setaffinity), as a cluster's would be: no
+# cgroups needed, so it runs in a container.
 set -euo pipefail
 
 PROG="local_slurm.sh"
@@ -58,7 +59,7 @@ if [[ "$ACTION" == stop ]]; then
 fi
 
 [[ "$(id -u)" == 0 ]] || die "needs root (munged runs as user munge, slurmd as root)"
-for tool in munged mungekey slurmctld slurmd sbatch; do
+for tool in munged mungekey slurmctld slurmd sbatch taskset; do
   command -v "$tool" >/dev/null || die "$tool missing: apt-get install slurmctld slurmd slurm-client munge"
 done
 id munge >/dev/null 2>&1 || die "no user munge (Debian's munge package makes it)"
@@ -70,9 +71,11 @@ chown munge: "$DIR/munge" "$DIR/munge-key"
 chmod 700 "$DIR/munge-key"
 [[ -s "$DIR/munge-key/munge.key" ]] \
   || su -s /bin/sh munge -c "mungekey --create --keyfile='$DIR/munge-key/munge.key'"
+# Every daemon's standard streams go to its log folder, never to this script's caller: a daemon
+# holding a caller's pipe open would keep a caller that reads to the end (the tests) waiting.
 su -s /bin/sh munge -c "munged --socket='$DIR/munge/munge.socket' --key-file='$DIR/munge-key/munge.key' \
   --pid-file='$DIR/munge/munged.pid' --log-file='$DIR/munge/munged.log' \
-  --seed-file='$DIR/munge/munged.seed'"
+  --seed-file='$DIR/munge/munged.seed'" </dev/null >>"$DIR/munge/munged.out" 2>&1
 
 HOST="$(hostname -s)"
 CTLD_PORT="$(free_port 16817)"
@@ -94,7 +97,7 @@ SlurmdPidFile=$DIR/slurmd.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
@@ -115,8 +118,11 @@ PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
 
 export SLURM_CONF="$CONF"
-slurmctld -f "$CONF"
-slurmd -f "$CONF"
+# The daemons, and so the jobs, may run on every CPU: a pinned caller (a pytest-xdist worker holds
+# one core) would otherwise squeeze every job onto its one core.
+taskset -cp "0-$(($(nproc --all) - 1))" $$ >/dev/null
+slurmctld -f "$CONF" </dev/null >>"$DIR/log/slurmctld.out" 2>&1
+slurmd -f "$CONF" </dev/null >>"$DIR/log/slurmd.out" 2>&1
 for _ in $(seq 1 150); do
   if [[ "$(sinfo -h -o %t 2>/dev/null)" =~ ^(idle|mix|alloc) ]]; then
     echo "$PROG: SLURM up in $DIR (SLURM_CONF=$CONF)"

@@ -6,12 +6,7 @@ eval/NAME.json, percentages x 100), cells without a run "-", the paper's numbers
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
-from conftest import REPO
 
 from chessjax.workdir import SUMMARY
 from chessjax.world_model import report
@@ -204,15 +199,8 @@ def test_paper_results_are_consistent():
     assert 0 <= row["exact_state"] <= row["labelwise"] <= 100 and math.isfinite(row["loss"])
 
 
-@pytest.mark.slow
-def test_reproduce_mini_end_to_end(tmp_path):
-  work = tmp_path / "mini"
-  argv = [sys.executable, "-m", "launch.reproduce_mini", "--workdir", str(work)]
-  argv += ["--families", "slice", "--lrs", "3e-3", "--warmup", "2", "--stage1-steps", "3"]
-  argv += ["--stage2-steps", "4", "--batch-size", "8", "--max-len", "64", "--sample-games", "300"]
-  argv += ["--random-games", "10", "--eval-games", "16", "--jobs", "1"]
-  done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
-  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+def test_reproduce_mini_end_to_end(reproduce_mini_local):
+  work = reproduce_mini_local
   doc = json.loads((work / "report" / "tables.json").read_text())
   assert (work / "report" / "figure3.png").exists()
   checked = 0
