@@ -15,6 +15,7 @@ from docgen import (
   perf_spans,
   record_tables,
   track_spans,
+  transfer_spans,
   verdict,
 )
 from docgen.findings import name, record
@@ -354,6 +355,7 @@ SPANS["claims:RULE"] = lambda: verdict.RULE
 record_tables.register(SPANS)
 perf_spans.register(SPANS)
 track_spans.register(SPANS)
+transfer_spans.register(SPANS)
 
 
 # ------------------------------------------------------------------------------------------------
