@@ -36,6 +36,23 @@ flags.DEFINE_string(
 flags.mark_flags_as_required(["config", "workdir"])
 
 
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing (`app.run(main, flags_parser=entry.parse_flags)`), where an override
+  naming no field of the config (`--config.optim.lrr=1`) is one line, `error: ...` with exit
+  status 1, not ml_collections' traceback; other flag errors print absl's usage line as before."""
+  try:
+    return app.parse_flags_with_usage(argv)
+  except (AttributeError, KeyError) as e:
+    said = e  # ml_collections wraps the KeyError that holds its message in an AttributeError.
+    while isinstance(said, BaseException) and said.args:
+      said = said.args[0]
+    said = str(said).replace("\n", " ")
+    overrides = " ".join(a for a in argv[1:] if a.startswith("--config."))
+    raise SystemExit(
+      f"error: a --config override names no field of the config ({overrides}): {said}"
+    ) from None
+
+
 def run(
   argv,
   *,

@@ -3,6 +3,7 @@ page's tables and reading, and chessjax's own finding in docs/claims.md, its sta
 `docgen.verdict`'s rule. Every number comes from the record.
 """
 
+from chessjax.world_model import strata
 from docgen import verdict
 from docgen.findings import _join, name, record
 from launch import transfer_tables
@@ -155,9 +156,27 @@ def reading() -> list[str]:
     out.append(
       f"- **The atomic strata**: no run's ExactState on the steps of an explosion, an exploded "
       f"king or a rule-divergent move exceeds {_pct(on)} (on the other steps at the same plies: "
-      f"at most {_pct(matched)}). At this scale the strata locate the lost state no better than "
-      "the whole-game score does."
+      f"at most {_pct(matched)}), so at this scale ExactState cannot tell the strata apart."
     )
+    below = []
+    for st in strata.ATOMIC_STRATA:
+      gaps = [
+        r["atomic"]["pieces"] - r["atomic"]["strata"][st]["pieces"]
+        for r in scored
+        if r["atomic"]["strata"][st].get("pieces") is not None
+        and r["atomic"]["strata"][st]["steps"]
+      ]
+      if gaps:
+        n = sum(g > 0 for g in gaps)
+        below.append(
+          f"`{st}` in {n} of {len(gaps)} runs"
+          + (f" (by up to {100 * max(gaps):.2f} points)" if n else "")
+        )
+    if below:
+      out.append(
+        "- **The squares on those steps** (the 64 squares' accuracy on a stratum's steps against "
+        f"the run's over every step, not ply-matched): lower on {_join(below)}."
+      )
   out.append(
     "- **What one seed at d128 says**: which way each pair went on this seed, with one set of "
     "N training games; not by how much it would go on another seed or set, which no run here "

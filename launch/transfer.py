@@ -275,8 +275,12 @@ def scores(workdir: Path) -> dict | None:
     out[split] = {m: r[m] for m in METRICS}
     out[split]["games"] = r["dataset"]["games"]
     out[split]["checkpoint_step"] = r["checkpoint_step"]
+    out[split]["pieces"] = r["groups"]["pieces"]  # The 64 squares' accuracy over every step.
     if split == "atomic":
-      out[split]["strata"] = {s: cpu_runs.stratum(r["strata"][s]) for s in strata.ATOMIC_STRATA}
+      out[split]["strata"] = {
+        s: {**cpu_runs.stratum(r["strata"][s]), "pieces": r["strata"][s]["groups"]["pieces"]}
+        for s in strata.ATOMIC_STRATA
+      }
   summary = workdirs.read_summary(workdir) or {}
   out["params"], out["steps"] = summary.get("params"), summary.get("steps")
   for phase in ("train", "eval"):

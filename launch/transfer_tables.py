@@ -79,7 +79,8 @@ def chess_table(record: dict) -> str:
 
 
 def strata_table(record: dict) -> str:
-  """Per atomic stratum: ExactState on its steps / on the other steps at the same plies (steps)."""
+  """Per atomic stratum: ExactState on its steps / on the other steps at the same plies; the
+  squares' accuracy on its steps / on every step; (its steps)."""
   lines = [
     "| family | run | " + " | ".join(strata.ATOMIC_STRATA) + " |",
     "|---|---|" + "---:|" * len(strata.ATOMIC_STRATA),
@@ -95,7 +96,8 @@ def strata_table(record: dict) -> str:
       for s in strata.ATOMIC_STRATA:
         v = r["atomic"]["strata"][s]
         cells.append(
-          f"{_pct(v['exact_state'])} / {_pct(v['matched']['exact_state'])} ({v['steps']:,})"
+          f"{_pct(v['exact_state'])} / {_pct(v['matched']['exact_state'])}; "
+          f"{_pct(v.get('pieces'))} / {_pct(r['atomic'].get('pieces'))} ({v['steps']:,})"
         )
       lines.append(f"| {family} | {label} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
@@ -117,7 +119,7 @@ def tables_markdown(record: dict) -> str:
       chess_table(record),
       "",
       "## Atomic strata: ExactState % on the stratum's steps / on the other steps at the same "
-      "plies (steps)",
+      "plies; squares' accuracy % on its steps / on every step (its steps)",
       "",
       strata_table(record),
       "",

@@ -1,5 +1,6 @@
 """The training commands' shared prologue (`chessjax.entry`): both commands in one process, and a
-wrong config value or member reported the same way by both, before anything starts."""
+wrong config value, a mistyped config key or a wrong member reported the same way by both, before
+anything starts."""
 
 import os
 import subprocess
@@ -42,6 +43,17 @@ SCHEDULE = "--config.optim.schedule=nope"
       "error: member b: data.batch_size changes the model, the batch's shapes",
     ),
     ("chessjax.population", ("--member=a", "--member=a:seed=2"), "error: member names must"),
+    (
+      "chessjax.main",
+      ("--config.optim.lrr=1",),
+      "error: a --config override names no field of the config (--config.optim.lrr=1): 'lrr' "
+      'Did you mean "lr" instead of "lrr"?',
+    ),
+    (
+      "chessjax.population",
+      ("--member=a", "--config.nosuch.x=1"),
+      "error: a --config override names no field of the config (--config.nosuch.x=1): 'nosuch'",
+    ),
   ],
 )
 def test_a_wrong_config_value_is_one_line_and_status_1(tmp_path, command, args, message):

@@ -20,7 +20,8 @@ def _scores(exact: float, loss: float) -> dict:
     "matched": {"steps": 10, "exact_state": exact},
     "transition_error": {"steps": 0, "error": None, "matched": {"steps": 0, "error": None}},
   }
-  atomic = {"loss": loss, "labelwise": 0.8, "exact_state": exact, "trajectory": 0.0}
+  stratum["pieces"] = 0.7
+  atomic = {"loss": loss, "labelwise": 0.8, "exact_state": exact, "trajectory": 0.0, "pieces": 0.8}
   atomic["strata"] = {s: dict(stratum) for s in strata.ATOMIC_STRATA}
   chess = {"loss": loss + 0.1, "labelwise": 0.8, "exact_state": exact / 2, "trajectory": 0.0}
   return {"atomic": atomic, "chess": chess, "steps": 100, "params": 1}
@@ -67,6 +68,7 @@ def test_every_cell_the_claims_way_holds(monkeypatch):
   said = "\n".join(transfer_spans.reading())
   assert "higher atomic ExactState in 4 of 4 pairs and the lower loss in 4 of 4" in said
   assert "Transformer N=16 +2.00" in said
+  assert "lower on `explosion` in 10 of 10 runs (by up to 10.00 points)" in said
 
 
 def test_a_family_the_other_way_and_a_pair_not_run(monkeypatch):
@@ -113,7 +115,7 @@ def test_tables_name_every_n_and_the_strata(monkeypatch):
   assert "| gated_deltanet | 64 | - | - | - | - |" in text
   strata_text = transfer_tables.strata_table(rec)
   assert all(s in strata_text for s in strata.ATOMIC_STRATA)
-  assert "| transformer | ft N=16 | 2.50 / 5.00 (10) |" in strata_text
+  assert "| transformer | ft N=16 | 2.50 / 5.00; 70.00 / 80.00 (10) |" in strata_text
 
 
 def test_the_committed_record_renders():
