@@ -273,7 +273,7 @@ def scores(workdir: Path) -> dict | None:
   for split in SPLITS:
     r = json.loads((workdir / workdirs.EVAL_DIR / f"{split}.json").read_text())
     out[split] = {m: r[m] for m in METRICS}
-    out[split]["games"] = r["dataset"]["games"]
+    out[split]["games"], out[split]["steps"] = r["dataset"]["games"], r["steps"]
     out[split]["checkpoint_step"] = r["checkpoint_step"]
     out[split]["pieces"] = r["groups"]["pieces"]  # The 64 squares' accuracy over every step.
     if split == "atomic":

@@ -155,6 +155,9 @@ def figure(record: dict, out: Path) -> None:
         ax.axhline(level, color=color, linestyle=":", linewidth=1, label=f"{family} source")
   for ax, title in zip(axes, ("ExactState % (atomic test)", "loss (atomic test)"), strict=True):
     ax.set_xscale("log")
+    ns = sorted({int(n) for row in record["families"].values() for n in row["runs"]})
+    ax.set_xticks(ns, [f"{n:,}" for n in ns])
+    ax.minorticks_off()
     ax.set_xlabel("atomic training games N")
     ax.set_title(title)
   axes[0].legend(fontsize=7)

@@ -23,7 +23,9 @@ def _scores(exact: float, loss: float) -> dict:
   stratum["pieces"] = 0.7
   atomic = {"loss": loss, "labelwise": 0.8, "exact_state": exact, "trajectory": 0.0, "pieces": 0.8}
   atomic["strata"] = {s: dict(stratum) for s in strata.ATOMIC_STRATA}
+  atomic["steps"] = 300
   chess = {"loss": loss + 0.1, "labelwise": 0.8, "exact_state": exact / 2, "trajectory": 0.0}
+  chess["steps"] = 500
   return {"atomic": atomic, "chess": chess, "steps": 100, "params": 1}
 
 
@@ -69,6 +71,14 @@ def test_every_cell_the_claims_way_holds(monkeypatch):
   assert "higher atomic ExactState in 4 of 4 pairs and the lower loss in 4 of 4" in said
   assert "Transformer N=16 +2.00" in said
   assert "lower on `explosion` in 10 of 10 runs (by up to 10.00 points)" in said
+  assert "below the chess-only source's in 0 of 4 runs" in said
+  assert "300 scored steps against 500 in as many chess games, both cut at 32 steps" in said
+  assert "the runs from scratch reach 3.00% atomic ExactState" in row[2]
+  assert transfer_spans.readme_line().startswith(
+    "atomic ExactState after N = 16, 64 random-uniform atomic games, 2 steps: Transformer 5.00% "
+    "fine-tuned against 3.00% from scratch and Gated DeltaNet 5.00% fine-tuned against 3.00% "
+    "from scratch (d128, one seed; 0 of 4 runs from scratch below the chess-only source"
+  )
 
 
 def test_a_family_the_other_way_and_a_pair_not_run(monkeypatch):
