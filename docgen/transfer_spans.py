@@ -10,8 +10,8 @@ from launch import transfer_tables
 
 RECORD = "transfer_atomic"
 COMMAND = (
-  "python -m launch.transfer --families transformer,gated_deltanet --sources "
-  "transformer=RUN,gated_deltanet=RUN --max-len 128 --train-games 256,1024,4096 --steps 500"
+  "python -m launch.transfer --families transformer,gated_deltanet,slice,mamba3 --sources "
+  "FAMILY=RUN,... --max-len 128 --train-games 256,1024,4096 --steps 500"
 )
 METRICS = {"exact_state": "ExactState", "loss": "loss"}
 
