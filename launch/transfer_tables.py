@@ -135,7 +135,7 @@ def figure(record: dict, out: Path) -> None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  fig, axes = plt.subplots(1, 2, figsize=(10, 5))
   colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
   for j, (family, row) in enumerate(record["families"].items()):
     color = colors[j % len(colors)]
@@ -160,8 +160,9 @@ def figure(record: dict, out: Path) -> None:
     ax.minorticks_off()
     ax.set_xlabel("atomic training games N")
     ax.set_title(title)
-  axes[0].legend(fontsize=7)
-  fig.tight_layout()
+  handles, labels = axes[0].get_legend_handles_labels()
+  fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)  # Below both panels.
+  fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(labels) + 3) // 4), 1, 1))
   tmp = out.with_name(f".{out.stem}.tmp.png")
   fig.savefig(tmp, dpi=120)
   plt.close(fig)
