@@ -219,17 +219,18 @@ def reading() -> list[str]:
         "- **The squares on those steps** (the 64 squares' accuracy on a stratum's steps against "
         f"the run's over every step, not ply-matched): lower on {_join(below)}."
       )
-  out.append(
+  last = (
     "- **What one seed at d128 says**: which way each pair went on this seed, with one set of "
     "N training games; not by how much it would go on another seed or set, which no run here "
     "measures."
-    + (
+  )
+  if scored:
+    top = max(r["atomic"]["exact_state"] for r in scored)
+    last += (
       f" The highest atomic ExactState of any run here is {_pct(top)}, so a difference of a "
       "point is one between small numbers."
-      if (top := max((r["atomic"]["exact_state"] for r in scored), default=None)) is not None
-      else ""
     )
-  )
+  out.append(last)
   return out
 
 
