@@ -198,7 +198,8 @@ def reading() -> list[str]:
     out.append(
       f"- **The atomic strata**: no run's ExactState on the steps of an explosion, an exploded "
       f"king or a rule-divergent move exceeds {_pct(on)} (on the other steps at the same plies: "
-      f"at most {_pct(matched)}), so at this scale ExactState cannot tell the strata apart."
+      f"at most {_pct(matched)}): near zero on both sides, too little to say which rule a model "
+      "fails."
     )
     below = []
     for st in strata.ATOMIC_STRATA:
