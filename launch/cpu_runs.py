@@ -45,11 +45,11 @@ def master_part(masters: Path, n: int) -> str:
   return str(Path(masters) / f"pgnmentor_players_part{n:02d}.pgn.bz2")
 
 
-def masters_train_command(masters: Path, out: Path) -> list[str]:
+def masters_train_command(masters: Path, out: Path, python: str = sys.executable) -> list[str]:
   """Parts 01 and 02 of the master games -> train and validation (1% of the games) at `out`."""
   parts = [master_part(masters, 1), master_part(masters, 2)]
   return [
-    sys.executable, "-m", "data_prep.process_pgn", "--pgn", *parts, "--out", str(out),
+    python, "-m", "data_prep.process_pgn", "--pgn", *parts, "--out", str(out),
     "--val-fraction", "0.01", "--workers", "2",
   ]  # fmt: skip
 
@@ -76,6 +76,7 @@ def d128_command(
   checkpoint_every: int = 250,
   validation: tuple[int, int] | None = None,
   extra=(),
+  python: str = sys.executable,
 ) -> list[str]:
   """The `chessjax.main` command of a d128 run of `family` on the dataset `train`: the family's
   Table 7 hyperparameters (configs/cwm.py) with the warmup scaled to `steps`, games cut at
@@ -86,7 +87,7 @@ def d128_command(
   every = [] if validation is None else [f"{c}train.eval_every={validation[0]}"]
   every += [] if validation is None else [f"{c}train.eval_batches={validation[1]}"]
   return [
-    sys.executable, "-m", "chessjax.main", f"--config=configs/cwm.py:family={family},size=d128",
+    python, "-m", "chessjax.main", f"--config=configs/cwm.py:family={family},size=d128",
     f"--workdir={workdir}", f"{c}data.train={train}", f"{c}seed={seed}",
     f"{c}data.batch_size={batch_size}", f"{c}data.max_len={max_len}",
     f"{c}data.bucket_lengths={buckets}", f"{c}optim.warmup_steps={warmup(family, steps)}",
