@@ -115,13 +115,16 @@ def log_path(t: Task, log_dir: Path) -> Path:
 
 
 class _Runner:
-  def __init__(self, tasks: Sequence[Task], lanes: Lanes, log_dir: Path, say: Callable):
+  def __init__(self, tasks, lanes: Lanes, log_dir: Path, say: Callable, stages=None):
     names = [t.name for t in tasks]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
       raise ValueError(f"task names must be unique in a plan: {dup}")
     self.tasks, self.lanes, self.log_dir, self.say = list(tasks), lanes, Path(log_dir), say
-    self.stages = list(dict.fromkeys(t.stage for t in tasks))
+    self.stages = list(stages or dict.fromkeys(t.stage for t in tasks))
+    unknown = sorted({t.stage for t in tasks} - set(self.stages))
+    if unknown:
+      raise ValueError(f"tasks of stages not in the plan's order {self.stages}: {unknown}")
     self.state = {t.name: "ended" if t.ended() else "todo" for t in tasks}
     self.result = Result()
     self.cond = threading.Condition()
@@ -252,9 +255,11 @@ def _say(message: str) -> None:
   print(message, flush=True)
 
 
-def run(tasks: Sequence[Task], lanes: Lanes, *, log_dir="logs", say=_say) -> Result:
-  """Runs the plan's tasks here (see the module docstring); returns what failed or stopped."""
-  return _Runner(tasks, lanes, Path(log_dir), say)()
+def run(tasks: Sequence[Task], lanes: Lanes, *, log_dir="logs", say=_say, stages=None) -> Result:
+  """Runs the plan's tasks here (see the module docstring); returns what failed or stopped.
+  `stages`: the plan's stages in order (default: as they first appear in `tasks`), which a task
+  without `after` waits for."""
+  return _Runner(tasks, lanes, Path(log_dir), say, stages)()
 
 
 def report(result: Result, prog: str) -> int:

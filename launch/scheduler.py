@@ -29,11 +29,10 @@ def add_flags(ap: argparse.ArgumentParser, *, cores: str = "") -> None:
   g.add_argument("--until", default="", metavar="STAGE", help="the stages up to STAGE only")
 
 
-def until(tasks: list[Task], stage: str) -> list[Task]:
-  """The tasks of the stages up to `stage` (all for ""), in their order."""
+def until(tasks: list[Task], stage: str, stages: list[str]) -> list[Task]:
+  """The tasks of the stages up to `stage` (all for "") of the stages in order `stages`."""
   if not stage:
     return list(tasks)
-  stages = list(dict.fromkeys(t.stage for t in tasks))
   if stage not in stages:
     raise SystemExit(f"--until {stage}: the plan's stages are {', '.join(stages)}")
   keep = set(stages[: stages.index(stage) + 1])
@@ -46,12 +45,14 @@ def lanes(args) -> local.Lanes:
   return local.cores(args.cores)
 
 
-def execute(tasks: list[Task], args, work: Path, *, prog: str) -> int:
-  """Runs `tasks` where `args` says; returns the command's exit status (`local.report`)."""
-  tasks = until(tasks, args.until)
+def execute(tasks: list[Task], args, work: Path, *, prog: str, stages=None) -> int:
+  """Runs `tasks` where `args` says; returns the command's exit status (`local.report`).
+  `stages`: the plan's stages in order (default: as they first appear in `tasks`)."""
+  stages = list(stages or dict.fromkeys(t.stage for t in tasks))
+  tasks = until(tasks, args.until, stages)
   if args.scheduler == "slurm":
     from launch import slurm_jobs
 
-    return slurm_jobs.run_plan(tasks, args, work, prog=prog)
-  result = local.run(tasks, lanes(args), log_dir=Path(work) / "logs")
+    return slurm_jobs.run_plan(tasks, args, work, prog=prog, stages=stages)
+  result = local.run(tasks, lanes(args), log_dir=Path(work) / "logs", stages=stages)
   return local.report(result, prog)

@@ -69,6 +69,7 @@ REPO = Path(__file__).resolve().parents[1]
 SPLITS = ("atomic", "chess")  # The test sets: random-uniform games of one seed under each rules.
 METRICS = ("loss", "labelwise", "exact_state", "trajectory")
 ARMS = ("ft", "control", "scratch", "scratch_equal")
+STAGES = ("data", "source", "train", "evaluate", "report")
 FROM_SOURCE = ("ft", "control")
 ATOMIC_STRATA = ("explosion", "king_exploded", "rule_divergent")  # chessjax.world_model.strata
 
@@ -467,7 +468,7 @@ def main(argv=None) -> int:
     return 0
   for (family, seed), path in args.source_dirs.items():
     copy_source(Path(path), run_dir(work, family, seed, "source"))
-  return scheduler.execute(plan(args, argv), args, work, prog="launch.transfer")
+  return scheduler.execute(plan(args, argv), args, work, prog="launch.transfer", stages=STAGES)
 
 
 if __name__ == "__main__":
