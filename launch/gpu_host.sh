@@ -35,8 +35,9 @@ Options:
   --dry-run      print the commands instead of running them [DRY_RUN=1]
   --log-dir DIR  where logs and pid files live (run, tail, status, stop; default: runs/logs)
 
-Environment: CUDA_VISIBLE_DEVICES picks the GPUs; XLA_FLAGS and XLA_PYTHON_CLIENT_MEM_FRACTION
-are kept when set (defaults below in the script).
+Environment: CUDA_VISIBLE_DEVICES picks the GPUs; the trainer sets its own defaults for
+XLA_PYTHON_CLIENT_MEM_FRACTION, XLA_FLAGS and the compilation cache where unset
+(chessjax.runtime), so a value you export wins.
 EOF
 }
 
@@ -60,7 +61,6 @@ SUBCOMMAND=""
 SEEN=()
 EXTRA=()
 ORIG_ARGS=()
-TRAIN_ENV=()
 
 # Every gcloud invocation (only `gcloud storage rsync` here).
 gcloud_storage() {
@@ -145,19 +145,6 @@ cmd_setup() {
   run_cmd "$VENV/bin/python" -c "import jax; print(jax.__version__, jax.devices())"
 }
 
-# Sets TRAIN_ENV, the environment of a training process; values already set by the user win.
-set_train_env() {
-  # JAX preallocates 75% of GPU memory by default; the trainer is the only user of the GPU here.
-  local mem="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.90}"
-  # The latency-hiding scheduler overlaps collectives with compute when several GPUs are visible.
-  local flags="${XLA_FLAGS:---xla_gpu_enable_latency_hiding_scheduler=true}"
-  # A persistent compilation cache makes a resumed run start training sooner.
-  local cache="${JAX_COMPILATION_CACHE_DIR:-$HOME/.cache/chessjax-jax}"
-  # JAX_DEFAULT_MATMUL_PRECISION stays unset on purpose: float32 matmuls then use TF32 on Ampere
-  # and newer GPUs, as the paper's fp32 runs did (Walker & Lyons, appendix B.2).
-  TRAIN_ENV=("XLA_PYTHON_CLIENT_MEM_FRACTION=$mem" "XLA_FLAGS=$flags" "JAX_COMPILATION_CACHE_DIR=$cache")
-}
-
 # Mirrors the workdir to --sync-to; old checkpoints the trainer dropped are dropped there too.
 sync_workdir() {
   gcloud_storage rsync --recursive --delete-unmatched-destination-objects "$WORKDIR" "$SYNC_TO"
@@ -184,8 +171,8 @@ cmd_run() {
     logs="$(mkdir -p "$LOG_DIR" && cd "$LOG_DIR" && pwd)"
   fi
   local log="$logs/$name.log" pidfile="$logs/$name.pid" lock="$logs/$name.lock"
-  set_train_env
-  local -a train=(env "${TRAIN_ENV[@]}" "$VENV/bin/python" -m chessjax.main
+  # The trainer's environment (memory fraction, XLA flags, compilation cache) is chessjax.runtime's.
+  local -a train=("$VENV/bin/python" -m chessjax.main
     "--config=configs/cwm.py:family=$FAMILY,size=$SIZE" "--workdir=$WORKDIR"
     "${EXTRA[@]+"${EXTRA[@]}"}")
 

@@ -314,8 +314,7 @@ cmd_run() {
   fi
   s+="; if [ -f $pid ] && kill -0 \"\$(cat $pid)\" 2>/dev/null;"
   s+=" then echo \"\$(hostname): $name is already running (pid \$(cat $pid))\" >&2; exit 1; fi"
-  # A persistent compilation cache makes restarts (resume after preemption) start faster.
-  s+="; export JAX_COMPILATION_CACHE_DIR=\"\${JAX_COMPILATION_CACHE_DIR:-\$HOME/.cache/chessjax-jax}\""
+  # The trainer's environment (XLA flags, compilation cache) is chessjax.runtime's, as on a GPU.
   # setsid: the run survives the ssh session and `stop` can signal its whole process group.
   # Appending (>>) keeps the log of earlier attempts when a run is resumed.
   s+="; setsid nohup $(q "${train[@]}") >> $log 2>&1 < /dev/null & echo \$! > $pid"
