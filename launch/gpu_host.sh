@@ -59,6 +59,8 @@ LINES=100
 FOLLOW=1
 SUBCOMMAND=""
 SEEN=()
+ALWAYS_ALLOWED=()  # Options every subcommand takes (allow_only).
+SHIFT=0
 EXTRA=()
 ORIG_ARGS=()
 
@@ -70,55 +72,26 @@ gcloud_storage() {
   run_cmd gcloud storage "$@"
 }
 
-parse_args() {
-  while [[ $# -gt 0 ]]; do
-    local arg="$1"
-    if [[ "$arg" == --*=* ]]; then
-      set -- "${arg%%=*}" "${arg#*=}" "${@:2}"
-      arg="$1"
-    fi
-    case "$arg" in
-      --) shift; EXTRA=("$@"); break ;;
-      --dry-run) DRY_RUN=1; shift; continue ;;
-      -h | --help) usage; exit 0 ;;
-    esac
-    if [[ "$arg" != -* ]]; then
-      [[ -z "$SUBCOMMAND" ]] || die_usage "unexpected argument '$arg'"
-      SUBCOMMAND="$arg"
-      shift
-      continue
-    fi
-    SEEN+=("$arg")
-    case "$arg" in
-      --python) need_value "$@"; PYTHON="$2"; shift 2 ;;
-      --venv) need_value "$@"; VENV="$2"; shift 2 ;;
-      --wheels) need_value "$@"; WHEELS="$2"; shift 2 ;;
-      --family) need_value "$@"; FAMILY="$2"; shift 2 ;;
-      --size) need_value "$@"; SIZE="$2"; shift 2 ;;
-      --workdir) need_value "$@"; WORKDIR="$2"; shift 2 ;;
-      --log-name) need_value "$@"; LOG_NAME="$2"; shift 2 ;;
-      --retries) need_value "$@"; RETRIES="$2"; shift 2 ;;
-      --retry-delay) need_value "$@"; RETRY_DELAY="$2"; shift 2 ;;
-      --log-dir) need_value "$@"; LOG_DIR="$2"; shift 2 ;;
-      --foreground) FOREGROUND=1; shift ;;
-      --sync-to) need_value "$@"; SYNC_TO="$2"; shift 2 ;;
-      --sync-every) need_value "$@"; SYNC_EVERY="$2"; shift 2 ;;
-      --lines) need_value "$@"; LINES="$2"; shift 2 ;;
-      --no-follow) FOLLOW=0; shift ;;
-      *) die_usage "unknown option '$arg'" ;;
-    esac
-  done
-}
-
-allow_only() {
-  local seen ok allowed
-  for seen in "${SEEN[@]+"${SEEN[@]}"}"; do
-    ok=0
-    for allowed in "$@"; do
-      [[ "$seen" == "$allowed" ]] && ok=1
-    done
-    [[ "$ok" == 1 ]] || die_usage "option $seen does not apply to '$SUBCOMMAND'"
-  done
+# One option of parse_args (common.sh): sets its variable and SHIFT.
+set_option() {
+  case "$1" in
+    --python) need_value "$@"; PYTHON="$2"; SHIFT=2 ;;
+    --venv) need_value "$@"; VENV="$2"; SHIFT=2 ;;
+    --wheels) need_value "$@"; WHEELS="$2"; SHIFT=2 ;;
+    --family) need_value "$@"; FAMILY="$2"; SHIFT=2 ;;
+    --size) need_value "$@"; SIZE="$2"; SHIFT=2 ;;
+    --workdir) need_value "$@"; WORKDIR="$2"; SHIFT=2 ;;
+    --log-name) need_value "$@"; LOG_NAME="$2"; SHIFT=2 ;;
+    --retries) need_value "$@"; RETRIES="$2"; SHIFT=2 ;;
+    --retry-delay) need_value "$@"; RETRY_DELAY="$2"; SHIFT=2 ;;
+    --log-dir) need_value "$@"; LOG_DIR="$2"; SHIFT=2 ;;
+    --foreground) FOREGROUND=1; SHIFT=1 ;;
+    --sync-to) need_value "$@"; SYNC_TO="$2"; SHIFT=2 ;;
+    --sync-every) need_value "$@"; SYNC_EVERY="$2"; SHIFT=2 ;;
+    --lines) need_value "$@"; LINES="$2"; SHIFT=2 ;;
+    --no-follow) FOLLOW=0; SHIFT=1 ;;
+    *) die_usage "unknown option '$1'" ;;
+  esac
 }
 
 cmd_setup() {
