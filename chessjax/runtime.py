@@ -116,12 +116,12 @@ def set_environment(environ: MutableMapping[str, str] | None = None) -> dict[str
   """Sets the trainer's environment defaults in `environ` (this process's by default) where
   unset (module docstring) and returns what it set. XLA reads them when a backend starts: call
   before anything touches a device (`setup` does, first); once a backend has started it changes
-  nothing and says so."""
+  nothing, and says so if it would have."""
   environ = os.environ if environ is None else environ
-  if environ is os.environ and backend_started():
+  out = environment_defaults(environ, default_platform(environ))
+  if out and environ is os.environ and backend_started():
     log.warning("chessjax.runtime: a JAX backend already started; its environment stays as it is")
     return {}
-  out = environment_defaults(environ, default_platform(environ))
   environ.update(out)
   return out
 
