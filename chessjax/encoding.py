@@ -146,10 +146,10 @@ def states_from_snapshots(snaps: Sequence[tuple[int, ...]]) -> np.ndarray:
   bits = _square_bits(boards)  # [N, 8, 64]
   kind = (bits[:, 2:8] * np.arange(1, 7, dtype=np.uint8)[None, :, None]).sum(axis=1)
   pieces = kind + 6 * bits[:, 1] * (kind > 0)
-  return _assemble(pieces[:, LABEL_SQUARES], aux)
+  return assemble_states(pieces[:, LABEL_SQUARES], aux)
 
 
-def _assemble(square_labels: np.ndarray, aux: np.ndarray) -> np.ndarray:
+def assemble_states(square_labels: np.ndarray, aux: np.ndarray) -> np.ndarray:
   """Labels from square labels uint8[N, 64] (label order) and aux int64[N, 5] =
   (turn, castling bits KQkq, ep square or -1, halfmove, fullmove)."""
   n = square_labels.shape[0]

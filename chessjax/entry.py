@@ -4,15 +4,20 @@
       entry.run(argv, check=lambda: TrainSpec.from_config(entry.FLAGS.config),
                 train=lambda: train.train_and_evaluate(entry.FLAGS.config, entry.FLAGS.workdir))
 
-The flags both commands read, `--config` and `--workdir`, are defined here, once per process
-(absl refuses a flag defined twice, so both commands can be imported together). `run` is what
+The flags of both commands, `--config`, `--workdir` and the population's `--member`, are defined
+here and nowhere else, once per process (absl refuses a flag defined twice, so both commands can
+be imported together, and importing a command's functions defines no flag). `run` is what
 each does around its training: INFO logging with times (absl's only from warnings up); the
 config checked before any set-up (`check`, a wrong key or value reported as `error: ...` with
 exit status 1); the compilation cache and matmul precision (`chessjax.runtime`, which also joins
 the other processes of a multi-host run); the config locked; then the training, one process's
 error stopping them all (`chessjax.processes.fail_together`). A preemption notice, once every
 process saved, exits with `preemption.EXIT_STATUS`; a step too large for the memory
-(`memory.StepTooLarge`) and the command's own input errors exit with `error: ...`.
+(`memory.StepTooLarge`) and the command's own named errors exit with `error: ...` (one line,
+status 1): both commands' bad input (`init_from.InitError`; the population's `MemberError` and
+`ResumeError`, `chessjax.members`) and a run the non-finite guard aborted (`chessjax.main`:
+`train.NonFiniteError`; the population reports its aborted members by name). Any other error is
+a traceback: a fault, not an input.
 """
 
 import logging
@@ -32,6 +37,11 @@ flags.DEFINE_string(
   "workdir",
   None,
   "Where checkpoints, logs and summaries go (a population's root: each member in ROOT/NAME).",
+)
+flags.DEFINE_multi_string(
+  "member",
+  [],
+  "chessjax.population: NAME[:KEY=VALUE,...] (repeat), one member and its keys.",
 )
 flags.mark_flags_as_required(["config", "workdir"])
 
@@ -63,7 +73,7 @@ def run(
   """`train()`'s result, after the prologue (module docstring). `check()` reads every config
   the command will train and returns the spec whose compilation cache and precision the process
   takes; a ValueError there stops the command before any set-up. `input_errors`: the errors of
-  `train()` that are the command's bad input (a one-line `error: ...`, not a traceback)."""
+  `train()` the command names (a one-line `error: ...`, not a traceback; module docstring)."""
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

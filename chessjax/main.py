@@ -9,7 +9,8 @@ CHESSJAX_NUM_PROCESSES and CHESSJAX_PROCESS_ID on every process (`chessjax.proce
 limits, and how one failing process stops the others). Rerunning the same command resumes from
 the workdir. SIGTERM or SIGINT saves a checkpoint at the step every process agrees on and exits
 with status 75 (`chessjax.preemption`); rerunning resumes there. A wrong config key or value is
-reported as `error: ...` (exit status 1) before anything starts (`chessjax.entry`). Compiled
+reported as `error: ...` (exit status 1) before anything starts (`chessjax.entry`), and so is
+a run the non-finite guard aborted (its summary says why; the checkpoints stay). Compiled
 programs are cached per host (`chessjax.runtime`, `--config.train.compilation_cache=DIR`, ""
 for none).
 """
@@ -24,11 +25,18 @@ FLAGS = entry.FLAGS  # --config and --workdir (`chessjax.entry`).
 
 def main(argv) -> None:
   config = FLAGS.config
+
+  def check() -> TrainSpec:  # A wrong key or value stops here.
+    if FLAGS.member:
+      raise ValueError("--member trains a population: python -m chessjax.population")
+    return TrainSpec.from_config(config)
+
   entry.run(
     argv,
-    check=lambda: TrainSpec.from_config(config),  # A wrong key or value stops here.
+    check=check,
     train=lambda: train.train_and_evaluate(config, FLAGS.workdir),
-    input_errors=(init_from.InitError,),  # A source that does not fit: refused before step 1.
+    # A source that does not fit (refused before step 1); a run the non-finite guard aborted.
+    input_errors=(init_from.InitError, train.NonFiniteError),
   )
 
 

@@ -9,10 +9,24 @@ says, each member's config, and which keys members may differ in.
   lengths, task, schedule kind, micro-batches, remat) or the loop the members share (data,
   cadence): `member_config` and `check_members` refuse it, with a message naming it.
 
+Errors: `MemberError` for members the command refuses before anything starts, `ResumeError` for
+members whose workdirs cannot resume together; `chessjax.population` reports each as one line.
+
 A library module (`launch.sweep` groups runs by `MEMBER_KEYS` without importing a command).
 """
 
 import ml_collections
+
+
+class MemberError(ValueError):
+  """A `--member` the population refuses: no name, not KEY=VALUE, a key a member may not set or a
+  value of the wrong type, names given twice, or members that cannot share one program."""
+
+
+class ResumeError(ValueError):
+  """Members whose workdirs resume from different steps with no checkpoint in common
+  (`chessjax.train`): they cannot go on as one population."""
+
 
 # Keys each member may set (`--member NAME:KEY=VALUE,...`): they leave the program alone.
 MEMBER_KEYS = (
@@ -53,12 +67,12 @@ def parse_member(text: str) -> tuple[str, dict[str, str]]:
   """`NAME:KEY=VALUE[,KEY=VALUE...]` (or just `NAME`) -> (name, {key: value text})."""
   name, _, items = text.partition(":")
   if not name or "/" in name or name.startswith("."):
-    raise ValueError(f"--member {text!r}: a member needs a name (a directory name) before ':'")
+    raise MemberError(f"--member {text!r}: a member needs a name (a directory name) before ':'")
   overrides = {}
   for item in filter(None, items.split(",")):
     key, eq, value = item.partition("=")
     if not eq:
-      raise ValueError(f"--member {text!r}: {item!r} is not KEY=VALUE")
+      raise MemberError(f"--member {text!r}: {item!r} is not KEY=VALUE")
     overrides[key.strip()] = value.strip()
   return name, overrides
 
@@ -69,7 +83,7 @@ def member_config(base: ml_collections.ConfigDict, name: str, overrides: dict[st
   config = base.copy_and_resolve_references()
   for key, text in overrides.items():
     if key not in MEMBER_KEYS:
-      raise ValueError(f"member {name}: {key} {_reason(key)}; a member may set {MEMBER_KEYS}")
+      raise MemberError(f"member {name}: {key} {_reason(key)}; a member may set {MEMBER_KEYS}")
     *path, leaf = key.split(".")
     block = config
     for part in path:
@@ -78,7 +92,7 @@ def member_config(base: ml_collections.ConfigDict, name: str, overrides: dict[st
     try:
       block[leaf] = kind(float(text)) if kind is int else kind(text)
     except ValueError:
-      raise ValueError(f"member {name}: {key}={text!r} is not a {kind.__name__}") from None
+      raise MemberError(f"member {name}: {key}={text!r} is not a {kind.__name__}") from None
   return config
 
 
@@ -104,16 +118,16 @@ def check_members(configs: list[tuple[str, ml_collections.ConfigDict]]) -> None:
   built in code may have differed anywhere), naming the key and the members."""
   names = [name for name, _ in configs]
   if not configs:
-    raise ValueError("a population needs at least one --member")
+    raise MemberError("a population needs at least one --member")
   duplicates = sorted({n for n in names if names.count(n) > 1})
   if duplicates:
-    raise ValueError(f"member names must differ: {duplicates} given twice")
+    raise MemberError(f"member names must differ: {duplicates} given twice")
   first_name, first = configs[0][0], _flat(configs[0][1].to_dict())
   for name, config in configs[1:]:
     flat = _flat(config.to_dict())
     for key in sorted(set(first) | set(flat)):
       if key not in MEMBER_KEYS and first.get(key) != flat.get(key):
-        raise ValueError(
+        raise MemberError(
           f"members {first_name} and {name} differ in {key} ({first.get(key)!r} against "
           f"{flat.get(key)!r}), which {_reason(key)}: they cannot share one program"
         )

@@ -205,7 +205,7 @@ def _encode_chunk(chunk, min_plies: int, ep_mode: str):
   last_reset = np.maximum.accumulate(np.where(reset == 1, np.arange(n_pos), 0))
   aux[:, 3] = np.arange(n_pos) - last_reset
   aux[:, 4] = 1 + ply // 2
-  states = encoding._assemble(boards[:, encoding.LABEL_SQUARES], aux)
+  states = encoding.assemble_states(boards[:, encoding.LABEL_SQUARES], aux)
   if ep_mode == "legal":
     _clear_illegal_ep(states, np.flatnonzero(aux[:, 2] >= 0))
 

@@ -46,13 +46,14 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from absl import app, flags
+from absl import app
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from chessjax import entry, evaluation, optim, sharding, step, train
 from chessjax.files import as_path
-from chessjax.members import check_members, member_config, parse_member
+from chessjax.init_from import InitError
+from chessjax.members import MemberError, ResumeError, check_members, member_config, parse_member
 from chessjax.runs import Member
 from chessjax.spec import TrainSpec
 from chessjax.task import Task, get_task
@@ -241,8 +242,7 @@ def train_population(base: ml_collections.ConfigDict, root, members: list[str]) 
   return train.train_runs(population, task, lambda specs: Population(specs, task))
 
 
-FLAGS = entry.FLAGS  # --config and --workdir (`chessjax.entry`).
-flags.DEFINE_multi_string("member", [], "NAME[:KEY=VALUE,...] (repeat): one member and its keys.")
+FLAGS = entry.FLAGS  # --config, --workdir and --member (`chessjax.entry`).
 
 
 def main(argv) -> None:
@@ -260,7 +260,8 @@ def main(argv) -> None:
     argv,
     check=check,
     train=lambda: train_population(config, FLAGS.workdir, FLAGS.member),
-    input_errors=(ValueError,),  # Members that cannot share a program, or resume together.
+    # Members that cannot share a program or resume together; an init source that does not fit.
+    input_errors=(MemberError, ResumeError, InitError),
   )
   aborted = [n for n, s in zip(FLAGS.member, summaries, strict=True) if s.get("aborted")]
   if aborted:

@@ -27,6 +27,8 @@ import threading
 
 import jax
 
+from chessjax import processes
+
 EXIT_STATUS = 75
 
 
@@ -42,9 +44,8 @@ class Preempted(Exception):
 
 
 def _multi_process() -> bool:
-  from jax._src import distributed  # JAX's preemption service: no public handle for "is it on".
-
-  return distributed.global_state.preemption_sync_manager is not None
+  """Whether JAX's preemption service is on (no public handle says so)."""
+  return processes.distributed_state().preemption_sync_manager is not None
 
 
 class Preemption:

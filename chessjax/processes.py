@@ -103,10 +103,17 @@ def initialize_distributed() -> bool:
   return True
 
 
-def _client():
-  from jax._src import distributed  # JAX's key-value store: no public API for it yet.
+def distributed_state():
+  """JAX's multi-controller state (`jax._src.distributed.global_state`): its key-value store
+  (`client`) and preemption service (`preemption_sync_manager`) have no public handle yet. The
+  one place chessjax reads it (`_client`; `chessjax.preemption`)."""
+  from jax._src import distributed
 
-  return distributed.global_state.client
+  return distributed.global_state
+
+
+def _client():
+  return distributed_state().client
 
 
 def peer_timeout() -> float:

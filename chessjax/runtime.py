@@ -1,6 +1,16 @@
 """Process-level JAX set-up shared by every entry point: training (`chessjax.main`) and the
 evaluation commands. Call `setup(...)` once, before the first compilation.
 
+* The trainer's environment (`set_environment`, which `setup` calls first): the variables XLA
+  reads when a backend starts, each set only where the user left it unset, so an exported value
+  wins; the same in every launcher (`launch/gpu_host.sh`, `slurm.sh`, `slurm_array.sh`,
+  `tpu_vm.sh` set none of them). `XLA_PYTHON_CLIENT_MEM_FRACTION=0.90`: most of each GPU's
+  memory for the trainer (JAX preallocates 0.75; the GPU client alone reads it). `XLA_FLAGS` per
+  platform (`XLA_FLAGS_BY_PLATFORM`): each flag added unless the user's `XLA_FLAGS` names it; on a
+  GPU the latency-hiding scheduler (collectives overlapped with compute, NVIDIA JAX-Toolbox's
+  default), on a TPU and the CPU none. The platform is the one JAX will start, read without
+  starting it (`default_platform`). JAX_DEFAULT_MATMUL_PRECISION stays unset: float32 matmuls
+  then use TF32 on Ampere and newer GPUs, as the paper's fp32 runs did (Walker & Lyons, B.2).
 * A persistent XLA compilation cache, on by default in one directory per user shared by every
   run of the host (`$XDG_CACHE_HOME/chessjax/xla`, else `~/.cache/chessjax/xla`): a sweep's runs
   with the same shapes (same family, size, batch and length buckets; any seed or learning rate)
@@ -8,7 +18,8 @@ evaluation commands. Call `setup(...)` once, before the first compilation.
   (training steps on a CPU compile in seconds, each one worth keeping). `train.compilation_cache`
   names another directory (a bucket URL works too) or "" to switch it off; an explicit
   JAX_COMPILATION_CACHE_DIR in the environment wins over the default (the test suite uses it).
-  Evaluation commands follow their workdir's setting (`setup_for_workdir`).
+  Evaluation commands follow their workdir's setting (`setup_for_workdir`). This is the only
+  place the cache's folder is chosen: the launch scripts leave it to this module.
 * Random bits that compile faster on the CPU (`unroll_threefry_on_cpu`): JAX's threefry hash
   (dropout masks, initialisers) lowered with its rounds unrolled, as on every other backend,
   instead of as a loop: the same bits, about a fifth less time compiling the d128 Transformer's
@@ -25,9 +36,14 @@ evaluation commands. Call `setup(...)` once, before the first compilation.
   forever on a lost peer (`chessjax.processes`).
 """
 
+import glob
+import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
+import pkgutil
+from collections.abc import MutableMapping
 
 import jax
 import ml_collections
@@ -37,6 +53,87 @@ from chessjax.files import as_path
 from chessjax.spec import TrainSpec
 
 AUTO = "auto"  # The per-user default directory.
+log = logging.getLogger(__name__)
+
+MEM_FRACTION = "0.90"  # XLA_PYTHON_CLIENT_MEM_FRACTION unless set (module docstring).
+XLA_FLAGS_BY_PLATFORM = {
+  "gpu": ("--xla_gpu_enable_latency_hiding_scheduler=true",),
+  "tpu": (),
+  "cpu": (),
+}
+_GPU_NAMES = ("cuda", "rocm", "gpu")  # JAX_PLATFORMS names of a GPU.
+_GPU_DEVICES = ("/dev/nvidiactl", "/dev/kfd")  # NVIDIA's and AMD's driver nodes.
+
+
+def default_platform(environ: MutableMapping[str, str] | None = None) -> str:
+  """The platform JAX will start first ("gpu", "tpu" or "cpu"), read without starting it. The
+  first of JAX_PLATFORMS (or `jax_platforms`) when set; else a GPU when a CUDA or ROCm plugin
+  is installed and the GPU driver's device node exists, a TPU when libtpu is installed and a TPU
+  device node exists, else the CPU."""
+  environ = os.environ if environ is None else environ
+  named = environ.get("JAX_PLATFORMS") or jax.config.jax_platforms or ""
+  first = named.split(",")[0].strip().lower()
+  if first:
+    return "gpu" if first in _GPU_NAMES else first
+  if _gpu_plugin() and any(os.path.exists(d) for d in _GPU_DEVICES):
+    return "gpu"
+  if importlib.util.find_spec("libtpu") and (
+    glob.glob("/dev/accel*") or os.path.isdir("/dev/vfio")
+  ):
+    return "tpu"
+  return "cpu"
+
+
+def _gpu_plugin() -> bool:
+  """Whether a CUDA or ROCm PJRT plugin is installed (found as JAX finds plugins: entry points
+  of the group `jax_plugins`, modules of the namespace package `jax_plugins`)."""
+  names = {e.name for e in importlib.metadata.entry_points(group="jax_plugins")}
+  try:
+    import jax_plugins
+
+    names |= {m.name for m in pkgutil.iter_modules(jax_plugins.__path__)}
+  except ImportError:
+    pass
+  return any(kind in name for name in names for kind in ("cuda", "rocm"))
+
+
+def environment_defaults(environ: MutableMapping[str, str], platform: str) -> dict[str, str]:
+  """The variables `set_environment` would set in `environ` for `platform` ("gpu", "tpu",
+  "cpu"): each default the user left unset; XLA_FLAGS as the user's flags followed by each
+  default flag they do not name (a `--name=value` of theirs wins, whatever its value)."""
+  out = {}
+  if "XLA_PYTHON_CLIENT_MEM_FRACTION" not in environ:
+    out["XLA_PYTHON_CLIENT_MEM_FRACTION"] = MEM_FRACTION
+  given = environ.get("XLA_FLAGS", "").split()
+  named = {flag.split("=", 1)[0] for flag in given}
+  extra = [f for f in XLA_FLAGS_BY_PLATFORM.get(platform, ()) if f.split("=", 1)[0] not in named]
+  if extra:
+    out["XLA_FLAGS"] = " ".join([*given, *extra])
+  return out
+
+
+def set_environment(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+  """Sets the trainer's environment defaults in `environ` (this process's by default) where
+  unset (module docstring) and returns what it set. XLA reads them when a backend starts: call
+  before anything touches a device (`setup` does, first); once a backend has started it changes
+  nothing, and says so if it would have."""
+  environ = os.environ if environ is None else environ
+  out = environment_defaults(environ, default_platform(environ))
+  if out and environ is os.environ and backend_started():
+    log.warning("chessjax.runtime: a JAX backend already started; its environment stays as it is")
+    return {}
+  environ.update(out)
+  return out
+
+
+def backend_started() -> bool:
+  """Whether a JAX backend has started in this process (False where JAX's internals differ)."""
+  try:
+    from jax._src import xla_bridge  # No public API says whether backends started.
+
+    return bool(xla_bridge.backends_are_initialized())
+  except (ImportError, AttributeError):
+    return False
 
 
 def default_cache_dir() -> str:
@@ -97,6 +194,7 @@ def quiet_backend_probe() -> None:
 
 def setup(compilation_cache: str | None = AUTO) -> str:
   """All of the above; returns the compilation cache directory ("" when off)."""
+  set_environment()  # First: XLA reads it when a backend starts.
   quiet_backend_probe()
   unroll_threefry_on_cpu()
   directory = enable_compilation_cache(compilation_cache)

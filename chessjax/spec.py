@@ -50,6 +50,12 @@ class DataSpec:
   max_train_games: int = 0  # > 0: only the split's first N games.
   min_bucket_batches: int = 0  # > 0: buckets fewer of the run's batches use merge upwards.
 
+  def buckets_to_max_len(self) -> tuple[int, ...]:
+    """The bucket lengths below `max_len`, then `max_len` itself: the ladder a launcher gives a
+    run it cuts at a length of its own (`DataSpec(max_len=128).buckets_to_max_len()` is (64,
+    128); 100 gives (64, 100); 2048 gives the whole ladder, then 2048)."""
+    return (*(b for b in self.bucket_lengths if b < self.max_len), self.max_len)
+
 
 @dataclasses.dataclass(frozen=True)
 class LoopSpec:

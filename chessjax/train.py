@@ -54,6 +54,7 @@ from chessjax import workdir as workdir_lib
 from chessjax.compile import StepCompiler, batch_shape, check_memory
 from chessjax.data.plan import bucket_length
 from chessjax.files import as_path, write_text
+from chessjax.members import ResumeError
 from chessjax.models import count_params
 from chessjax.preemption import Preempted, Preemption
 from chessjax.prefetch import DevicePrefetch
@@ -397,7 +398,7 @@ class _Loop:
         continue
       if start not in rs[i].ckpt.steps():
         others = ", ".join(f"{self.members[j].name or 'run'} at {steps[j]}" for j in training)
-        raise ValueError(
+        raise ResumeError(
           f"the members resume from different steps ({others}) and "
           f"{self.members[i].name} has no checkpoint at step {start}: train them as separate "
           "populations, or remove the workdirs of the members that start over"

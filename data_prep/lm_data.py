@@ -180,8 +180,8 @@ def parse_args(argv=None) -> argparse.Namespace:
   for p in args.pgn or []:
     if not Path(p).is_file():
       ap.error(f"no such file: {p}")
-    if not p.lower().endswith(process_pgn._SUFFIXES):
-      ap.error(f"{p}: expected one of {', '.join(process_pgn._SUFFIXES)}")
+    if not p.lower().endswith(pgn_files.SUFFIXES):
+      ap.error(f"{p}: expected one of {', '.join(pgn_files.SUFFIXES)}")
   for p in args.uci or []:
     if not Path(p).is_file():
       ap.error(f"no such file: {p}")
@@ -249,7 +249,7 @@ def run(args: argparse.Namespace) -> dict:
     work = partial(
       _pgn_batch, min_plies=args.min_plies, max_plies=args.max_plies, ep_mode=args.ep_mode
     )
-    jobs = process_pgn._jobs(args.pgn, infos, progress)
+    jobs = pgn_files.game_batches(args.pgn, infos, progress)
     # A cut batch's last game is not its file's last: no truncation check for it.
     jobs = capped(
       jobs, args.max_games, lambda j: j[0], lambda j, t: (t, j[1] and len(t) == len(j[0]))
@@ -356,7 +356,7 @@ def _write(args, kept, assignment, *, start, read, skipped, errors, sources, ext
   manifest = writer.finish(
     {
       "kind": "lm",
-      "encoding": process_pgn._encoding_spec(args.ep_mode, "chess"),
+      "encoding": process_pgn.encoding_spec(args.ep_mode, "chess"),
       "lm": {
         "paper": "Toshniwal et al. 2022, Learning Chess Blindfolded",
         "layout": args.layout,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import zstandard
 
+SUFFIXES = (".pgn", ".pgn.gz", ".pgn.bz2", ".pgn.zst")  # The files it reads.
 _GAME_BREAK = re.compile(r"\r?\n(?:[ \t\r]*\n)+(?=\[)")
 _BLOCK = 1 << 22
 _PIECE = 1 << 16
@@ -128,3 +129,14 @@ def iter_game_batches(
     pending.append(tail)
   info.games += len(pending)
   yield pending, True
+
+
+def game_batches(paths, infos, progress) -> Iterator[tuple[list[str], bool]]:
+  """`iter_game_batches` of each file of `paths` in turn (`infos` their `SourceInfo`s), the bytes
+  read so far counted into `progress` (a tqdm bar)."""
+  for path, info in zip(paths, infos, strict=True):
+    before = 0
+    for batch in iter_game_batches(path, info):
+      progress.update(info.bytes - before)
+      before = info.bytes
+      yield batch

@@ -32,7 +32,6 @@ from chessjax.data import records, shards
 from data_prep import pgn_files
 
 BUCKETS = 10_000
-_SUFFIXES = (".pgn", ".pgn.gz", ".pgn.bz2", ".pgn.zst")
 
 
 def bucket_of(example_id: str) -> int:
@@ -62,15 +61,6 @@ def _encode_batch(job, *, min_plies, ep_mode, variant, val_cut, test_cut, fixed_
   return out, counts, len(texts)
 
 
-def _jobs(paths, infos, progress):
-  for path, info in zip(paths, infos, strict=True):
-    before = 0
-    for batch in pgn_files.iter_game_batches(path, info):
-      progress.update(info.bytes - before)
-      before = info.bytes
-      yield batch
-
-
 def parse_args(argv=None) -> argparse.Namespace:
   ap = argparse.ArgumentParser(
     prog="python -m data_prep.process_pgn", description=__doc__.split("\n\n")[0]
@@ -91,8 +81,8 @@ def parse_args(argv=None) -> argparse.Namespace:
   for p in args.pgn:
     if not Path(p).is_file():
       ap.error(f"no such file: {p}")
-    if not p.lower().endswith(_SUFFIXES):
-      ap.error(f"{p}: expected one of {', '.join(_SUFFIXES)}")
+    if not p.lower().endswith(pgn_files.SUFFIXES):
+      ap.error(f"{p}: expected one of {', '.join(pgn_files.SUFFIXES)}")
   if (
     not 0 <= args.val_fraction + args.test_fraction <= 1
     or min(args.val_fraction, args.test_fraction) < 0
@@ -127,7 +117,7 @@ def run(args: argparse.Namespace) -> dict:
   pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 1 else None
   progress = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="pgn", disable=None)
   try:
-    jobs = _jobs(args.pgn, infos, progress)
+    jobs = pgn_files.game_batches(args.pgn, infos, progress)
     results = pool.imap(work, jobs) if pool else map(work, jobs)
     for out, counts, n_texts in results:
       parsed += n_texts
@@ -155,7 +145,7 @@ def run(args: argparse.Namespace) -> dict:
   manifest = writer.finish(
     {
       "kind": "pgn",
-      "encoding": _encoding_spec(args.ep_mode, args.variant),
+      "encoding": encoding_spec(args.ep_mode, args.variant),
       "counts": {
         "games_read": parsed,
         "kept": kept,
@@ -181,7 +171,8 @@ def run(args: argparse.Namespace) -> dict:
   return manifest
 
 
-def _encoding_spec(ep_mode: str, variant: str) -> dict:
+def encoding_spec(ep_mode: str, variant: str) -> dict:
+  """The manifest's `encoding` block: what the shards' records mean (also `data_prep.lm_data`'s)."""
   return {
     "move_vocab_size": encoding.MOVE_VOCAB_SIZE,
     "start_id": encoding.START_ID,

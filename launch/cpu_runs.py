@@ -22,12 +22,12 @@ from pathlib import Path
 
 from chessjax.files import write_json
 from chessjax.machine import pinned_env
+from chessjax.spec import DataSpec
 from chessjax.workdir import EVAL_DIR
 from chessjax.world_model import grid
 
 REPO = Path(__file__).resolve().parents[1]
 MASTERS = REPO.parent / "shared" / "data" / "masters"
-BUCKETS = (64, 128, 192, 256, 384, 512, 768, 1024)  # Bucket lengths, cut at the run's max_len.
 
 
 # ------------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def d128_command(
   Table 7 hyperparameters (configs/cwm.py) with the warmup scaled to `steps`, games cut at
   `max_len`, validation every `validation[0]` steps on `validation[1]` batches when given, a log
   line and a checkpoint (one kept) every `checkpoint_every` steps, then the flags of `extra`."""
-  buckets = (*(b for b in BUCKETS if b < max_len), max_len)
+  buckets = DataSpec(max_len=max_len).buckets_to_max_len()
   c = "--config."
   every = [] if validation is None else [f"{c}train.eval_every={validation[0]}"]
   every += [] if validation is None else [f"{c}train.eval_batches={validation[1]}"]

@@ -35,8 +35,9 @@ Options:
   --dry-run      print the commands instead of running them [DRY_RUN=1]
   --log-dir DIR  where logs and pid files live (run, tail, status, stop; default: runs/logs)
 
-Environment: CUDA_VISIBLE_DEVICES picks the GPUs; XLA_FLAGS and XLA_PYTHON_CLIENT_MEM_FRACTION
-are kept when set (defaults below in the script).
+Environment: CUDA_VISIBLE_DEVICES picks the GPUs; the trainer sets its own defaults for
+XLA_PYTHON_CLIENT_MEM_FRACTION, XLA_FLAGS and the compilation cache where unset
+(chessjax.runtime), so a value you export wins.
 EOF
 }
 
@@ -58,9 +59,10 @@ LINES=100
 FOLLOW=1
 SUBCOMMAND=""
 SEEN=()
+ALWAYS_ALLOWED=()  # Options every subcommand takes (allow_only).
+SHIFT=0
 EXTRA=()
 ORIG_ARGS=()
-TRAIN_ENV=()
 
 # Every gcloud invocation (only `gcloud storage rsync` here).
 gcloud_storage() {
@@ -70,55 +72,26 @@ gcloud_storage() {
   run_cmd gcloud storage "$@"
 }
 
-parse_args() {
-  while [[ $# -gt 0 ]]; do
-    local arg="$1"
-    if [[ "$arg" == --*=* ]]; then
-      set -- "${arg%%=*}" "${arg#*=}" "${@:2}"
-      arg="$1"
-    fi
-    case "$arg" in
-      --) shift; EXTRA=("$@"); break ;;
-      --dry-run) DRY_RUN=1; shift; continue ;;
-      -h | --help) usage; exit 0 ;;
-    esac
-    if [[ "$arg" != -* ]]; then
-      [[ -z "$SUBCOMMAND" ]] || die_usage "unexpected argument '$arg'"
-      SUBCOMMAND="$arg"
-      shift
-      continue
-    fi
-    SEEN+=("$arg")
-    case "$arg" in
-      --python) need_value "$@"; PYTHON="$2"; shift 2 ;;
-      --venv) need_value "$@"; VENV="$2"; shift 2 ;;
-      --wheels) need_value "$@"; WHEELS="$2"; shift 2 ;;
-      --family) need_value "$@"; FAMILY="$2"; shift 2 ;;
-      --size) need_value "$@"; SIZE="$2"; shift 2 ;;
-      --workdir) need_value "$@"; WORKDIR="$2"; shift 2 ;;
-      --log-name) need_value "$@"; LOG_NAME="$2"; shift 2 ;;
-      --retries) need_value "$@"; RETRIES="$2"; shift 2 ;;
-      --retry-delay) need_value "$@"; RETRY_DELAY="$2"; shift 2 ;;
-      --log-dir) need_value "$@"; LOG_DIR="$2"; shift 2 ;;
-      --foreground) FOREGROUND=1; shift ;;
-      --sync-to) need_value "$@"; SYNC_TO="$2"; shift 2 ;;
-      --sync-every) need_value "$@"; SYNC_EVERY="$2"; shift 2 ;;
-      --lines) need_value "$@"; LINES="$2"; shift 2 ;;
-      --no-follow) FOLLOW=0; shift ;;
-      *) die_usage "unknown option '$arg'" ;;
-    esac
-  done
-}
-
-allow_only() {
-  local seen ok allowed
-  for seen in "${SEEN[@]+"${SEEN[@]}"}"; do
-    ok=0
-    for allowed in "$@"; do
-      [[ "$seen" == "$allowed" ]] && ok=1
-    done
-    [[ "$ok" == 1 ]] || die_usage "option $seen does not apply to '$SUBCOMMAND'"
-  done
+# One option of parse_args (common.sh): sets its variable and SHIFT.
+set_option() {
+  case "$1" in
+    --python) need_value "$@"; PYTHON="$2"; SHIFT=2 ;;
+    --venv) need_value "$@"; VENV="$2"; SHIFT=2 ;;
+    --wheels) need_value "$@"; WHEELS="$2"; SHIFT=2 ;;
+    --family) need_value "$@"; FAMILY="$2"; SHIFT=2 ;;
+    --size) need_value "$@"; SIZE="$2"; SHIFT=2 ;;
+    --workdir) need_value "$@"; WORKDIR="$2"; SHIFT=2 ;;
+    --log-name) need_value "$@"; LOG_NAME="$2"; SHIFT=2 ;;
+    --retries) need_value "$@"; RETRIES="$2"; SHIFT=2 ;;
+    --retry-delay) need_value "$@"; RETRY_DELAY="$2"; SHIFT=2 ;;
+    --log-dir) need_value "$@"; LOG_DIR="$2"; SHIFT=2 ;;
+    --foreground) FOREGROUND=1; SHIFT=1 ;;
+    --sync-to) need_value "$@"; SYNC_TO="$2"; SHIFT=2 ;;
+    --sync-every) need_value "$@"; SYNC_EVERY="$2"; SHIFT=2 ;;
+    --lines) need_value "$@"; LINES="$2"; SHIFT=2 ;;
+    --no-follow) FOLLOW=0; SHIFT=1 ;;
+    *) die_usage "unknown option '$1'" ;;
+  esac
 }
 
 cmd_setup() {
@@ -143,19 +116,6 @@ cmd_setup() {
     run_cmd "$VENV/bin/python" -m pip install -q -e "$REPO_ROOT" "jax[cuda12]"
   fi
   run_cmd "$VENV/bin/python" -c "import jax; print(jax.__version__, jax.devices())"
-}
-
-# Sets TRAIN_ENV, the environment of a training process; values already set by the user win.
-set_train_env() {
-  # JAX preallocates 75% of GPU memory by default; the trainer is the only user of the GPU here.
-  local mem="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.90}"
-  # The latency-hiding scheduler overlaps collectives with compute when several GPUs are visible.
-  local flags="${XLA_FLAGS:---xla_gpu_enable_latency_hiding_scheduler=true}"
-  # A persistent compilation cache makes a resumed run start training sooner.
-  local cache="${JAX_COMPILATION_CACHE_DIR:-$HOME/.cache/chessjax-jax}"
-  # JAX_DEFAULT_MATMUL_PRECISION stays unset on purpose: float32 matmuls then use TF32 on Ampere
-  # and newer GPUs, as the paper's fp32 runs did (Walker & Lyons, appendix B.2).
-  TRAIN_ENV=("XLA_PYTHON_CLIENT_MEM_FRACTION=$mem" "XLA_FLAGS=$flags" "JAX_COMPILATION_CACHE_DIR=$cache")
 }
 
 # Mirrors the workdir to --sync-to; old checkpoints the trainer dropped are dropped there too.
@@ -184,8 +144,8 @@ cmd_run() {
     logs="$(mkdir -p "$LOG_DIR" && cd "$LOG_DIR" && pwd)"
   fi
   local log="$logs/$name.log" pidfile="$logs/$name.pid" lock="$logs/$name.lock"
-  set_train_env
-  local -a train=(env "${TRAIN_ENV[@]}" "$VENV/bin/python" -m chessjax.main
+  # The trainer's environment (memory fraction, XLA flags, compilation cache) is chessjax.runtime's.
+  local -a train=("$VENV/bin/python" -m chessjax.main
     "--config=configs/cwm.py:family=$FAMILY,size=$SIZE" "--workdir=$WORKDIR"
     "${EXTRA[@]+"${EXTRA[@]}"}")
 

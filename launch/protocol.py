@@ -20,7 +20,6 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from chessjax.workdir import EVAL_DIR
 from launch import manifest, sweep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,17 +131,16 @@ class Protocol:
     return json.loads(self.sweep(*args, out=self.work / "selection.json"))
 
   def evaluate_entries(self) -> list[dict]:
-    """The evaluation of every selected run on the test data (those not yet written)."""
+    """The evaluation of every selected run on the test data (those not yet written): the jobs
+    of `launch.sweep --evaluate --format json`, each with the files it writes."""
     args = ["--evaluate", *self._both(), "--test-data", *self.test_data]
     args += ["--families", self.families, "--sizes", self.sizes, "--python", self.python]
-    text = self.sweep(*args, "--eval-args", self.eval_args, out=self.work / "evaluate.sh")
-    names = [t.split("=", 1)[0] for t in self.test_data]
-    out = []
-    for command in filter(str.strip, text.splitlines()):
-      argv = shlex.split(command)
-      workdir = Path(argv[argv.index("--workdir") + 1])
-      outputs = [workdir / EVAL_DIR / f"{n}.json" for n in names]
-      out.append(manifest.entry(0, "evaluate", workdir.name, command, self.repo, outputs=outputs))
+    args += ["--eval-args", self.eval_args, "--format", "json"]
+    jobs = json.loads(self.sweep(*args, out=self.work / "evaluate.json"))
+    out = [
+      manifest.entry(0, "evaluate", j["name"], j["command"], self.repo, outputs=j["outputs"])
+      for j in jobs
+    ]
     return manifest.renumber([e for e in out if not manifest.ended(e)])
 
   def report_argv(self) -> list[str]:

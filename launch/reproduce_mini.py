@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from chessjax.spec import DataSpec
 from launch import slurm_jobs
 from launch.protocol import Protocol, StepError, run_local
 
@@ -86,7 +87,7 @@ def protocol(args) -> Protocol:
     {"name": "real", "command": shlex.join(prep), "outputs": [str(real / "manifest.json")]},
     {"name": "random", "command": shlex.join(uniform), "outputs": [str(rand / "manifest.json")]},
   ]
-  buckets = tuple(b for b in (64, 128, 192, 256, 384, 512) if b < a.max_len) + (a.max_len,)
+  buckets = DataSpec(max_len=a.max_len).buckets_to_max_len()
   sets = {
     "data.batch_size": a.batch_size,
     "data.max_len": a.max_len,

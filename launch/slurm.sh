@@ -64,13 +64,10 @@ done
 [[ -n "$FAMILY" && -n "$SIZE" && -n "$WORKDIR" ]] || die_usage "needs --family, --size and --workdir"
 
 PREEMPTED=75  # chessjax.preemption.EXIT_STATUS: saved at a step on SIGTERM; a rerun resumes.
-# As gpu_host.sh: most of each GPU's memory for the trainer, collectives overlapped with compute,
-# a persistent compilation cache (each task reads it; process 0 writes it).
+# The trainer's environment (memory fraction, XLA flags, compilation cache) is chessjax.runtime's:
+# its defaults where unset, so a value exported before sbatch (srun passes it on) wins.
 status=0
-run_cmd srun --kill-on-bad-exit=0 --chdir="$REPO_ROOT" env \
-  "XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.90}" \
-  "XLA_FLAGS=${XLA_FLAGS:---xla_gpu_enable_latency_hiding_scheduler=true}" \
-  "JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$HOME/.cache/chessjax-jax}" \
+run_cmd srun --kill-on-bad-exit=0 --chdir="$REPO_ROOT" \
   "$VENV/bin/python" -m chessjax.main "--config=configs/cwm.py:family=$FAMILY,size=$SIZE" \
   "--workdir=$WORKDIR" "${EXTRA[@]+"${EXTRA[@]}"}" || status=$?
 if [[ "$status" == "$PREEMPTED" && -n "${SLURM_JOB_ID:-}" ]]; then

@@ -16,6 +16,8 @@
 # guard aborted finishes the others and exits non-zero: rerunning it would change nothing).
 # With --task-dir, "start TIME TASK" and "exit TIME TASK STATUS" lines go to DIR/MANIFEST_INDEX
 # (launch.cluster status reads them).
+# The trainer's environment (memory fraction, XLA flags, compilation cache) is set by the trainer
+# itself where unset (chessjax.runtime), as under slurm.sh and gpu_host.sh.
 #SBATCH --requeue
 #SBATCH --signal=TERM@120
 #SBATCH --open-mode=append

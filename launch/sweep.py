@@ -24,7 +24,9 @@ unstable (aborted, or rolled back by the non-finite guard) is replaced by the ne
 configuration, whose runs are then emitted (this is how the paper came to retrain the second-best
 SLiCE d512 configuration); once both floors of a configuration finished stably, the floor with the
 lower final validation loss is kept. Every choice is logged with its reason on stderr. `--select`
-prints the choices as JSON, `--evaluate` the evaluation commands of the kept runs.
+prints the choices as JSON, `--evaluate` the evaluation commands of the kept runs (with
+`--format json`: each with its cell, run name, workdir and the files it writes, as
+`launch.protocol` reads them).
 
 Every run is `python -m chessjax.main --config=configs/cwm.py:family=F,size=S --workdir=DIR
 --config.KEY=VALUE ...`; the workdir name encodes the hyperparameters (e.g.
@@ -738,13 +740,21 @@ def selection_json(choices: list[selection.CellChoice]) -> list[dict]:
   return out
 
 
-def evaluate_commands(choices, test_data: Sequence[str], python: str, extra: str) -> list[str]:
-  """`chessjax.world_model.evaluate` commands of every cell whose selection is done."""
+def evaluate_jobs(choices, test_data: Sequence[str], python: str, extra: str) -> list[dict]:
+  """The `chessjax.world_model.evaluate` jobs of every cell whose selection is done: dicts with
+  the cell (family, size), the kept run's name and workdir, the files the evaluation writes
+  (`outputs`: WORKDIR/eval/NAME.json per test dataset NAME=PATH[:SPLIT]) and the command."""
+  names = [t.split("=", 1)[0] for t in test_data]
   out = []
   for c in choices:
     if c.done:
-      argv = [python, "-m", "chessjax.world_model.evaluate", "--workdir", c.best.workdir]
-      out.append(shlex.join([*argv, "--data", *test_data, *shlex.split(extra)]))
+      workdir = c.best.workdir
+      argv = [python, "-m", "chessjax.world_model.evaluate", "--workdir", workdir]
+      out.append({
+        "family": c.cell[0], "size": c.cell[1], "name": Path(workdir).name, "workdir": workdir,
+        "outputs": [str(Path(workdir) / workdirs.EVAL_DIR / f"{n}.json") for n in names],
+        "command": shlex.join([*argv, "--data", *test_data, *shlex.split(extra)]),
+      })  # fmt: skip
   return out
 
 
@@ -775,9 +785,14 @@ def main(argv: Sequence[str] | None = None) -> int:
       if args.select:
         json.dump(selection_json(choices), sys.stdout, indent=1)
         sys.stdout.write("\n")
+        return 0
+      jobs = evaluate_jobs(choices, args.test_data, args.python, args.eval_args)
+      if args.format == "json":
+        json.dump(jobs, sys.stdout, indent=1)
+        sys.stdout.write("\n")
       else:
-        for command in evaluate_commands(choices, args.test_data, args.python, args.eval_args):
-          print(command)
+        for j in jobs:
+          print(j["command"])
       return 0
     jobs = build(args, log=sys.stderr)
   except SweepError as e:

@@ -93,6 +93,8 @@ ALL=0
 YES=0
 SUBCOMMAND=""
 SEEN=()
+ALWAYS_ALLOWED=(--name --zone --project --remote-dir)  # Options every subcommand takes (allow_only).
+SHIFT=0
 EXTRA=()
 
 # Every gcloud invocation: `gcloud compute tpus ARGS --zone=Z [--project=P]`.
@@ -113,72 +115,41 @@ ssh_workers() {
   gcloud_tpu tpu-vm ssh "$NAME" "--worker=$worker" "--command=$script"
 }
 
-parse_args() {
-  while [[ $# -gt 0 ]]; do
-    local arg="$1"
-    # Accept --opt=value as well as --opt value.
-    if [[ "$arg" == --*=* ]]; then
-      set -- "${arg%%=*}" "${arg#*=}" "${@:2}"
-      arg="$1"
-    fi
-    case "$arg" in
-      --) shift; EXTRA=("$@"); break ;;
-      --dry-run) DRY_RUN=1; shift; continue ;;
-      -h | --help) usage; exit 0 ;;
-    esac
-    if [[ "$arg" != -* ]]; then
-      [[ -z "$SUBCOMMAND" ]] || die_usage "unexpected argument '$arg'"
-      SUBCOMMAND="$arg"
-      shift
-      continue
-    fi
-    SEEN+=("$arg")
-    case "$arg" in
-      --name) need_value "$@"; NAME="$2"; shift 2 ;;
-      --zone) need_value "$@"; ZONE="$2"; shift 2 ;;
-      --project) need_value "$@"; PROJECT="$2"; shift 2 ;;
-      --remote-dir) need_value "$@"; REMOTE_DIR="$2"; shift 2 ;;
-      --accelerator-type) need_value "$@"; ACCELERATOR_TYPE="$2"; shift 2 ;;
-      --version) need_value "$@"; VERSION="$2"; shift 2 ;;
-      --spot) SPOT=1; shift ;;
-      --queued) QUEUED=1; shift ;;
-      --queued-id) need_value "$@"; QUEUED_ID="$2"; shift 2 ;;
-      --valid-until-duration) need_value "$@"; VALID_UNTIL="$2"; shift 2 ;;
-      --repo) need_value "$@"; REPO_URL="$2"; shift 2 ;;
-      --ref) need_value "$@"; REF="$2"; shift 2 ;;
-      --copy) COPY=1; shift ;;
-      --python) need_value "$@"; PYTHON="$2"; shift 2 ;;
-      # May be empty (install nothing extra), so no need_value.
-      --extra-pip) [[ $# -ge 2 ]] || die_usage "option $arg needs a value"; EXTRA_PIP="$2"; shift 2 ;;
-      --from) need_value "$@"; DATA_FROM="$2"; shift 2 ;;
-      --bucket) need_value "$@"; BUCKET="$2"; shift 2 ;;
-      --at) need_value "$@"; MOUNT_AT="$2"; shift 2 ;;
-      --to) need_value "$@"; DATA_TO="$2"; shift 2 ;;
-      --family) need_value "$@"; FAMILY="$2"; shift 2 ;;
-      --size) need_value "$@"; SIZE="$2"; shift 2 ;;
-      --workdir) need_value "$@"; WORKDIR="$2"; shift 2 ;;
-      --log-name) need_value "$@"; LOG_NAME="$2"; shift 2 ;;
-      --worker) need_value "$@"; WORKER="$2"; shift 2 ;;
-      --lines) need_value "$@"; LINES="$2"; shift 2 ;;
-      --no-follow) FOLLOW=0; shift ;;
-      --runs) RUNS=1; shift ;;
-      --all) ALL=1; shift ;;
-      --yes) YES=1; shift ;;
-      *) die_usage "unknown option '$arg'" ;;
-    esac
-  done
-}
-
-# Fails unless every option given is one of "$@" (or a common one).
-allow_only() {
-  local seen ok allowed
-  for seen in "${SEEN[@]+"${SEEN[@]}"}"; do
-    ok=0
-    for allowed in --name --zone --project --remote-dir "$@"; do
-      [[ "$seen" == "$allowed" ]] && ok=1
-    done
-    [[ "$ok" == 1 ]] || die_usage "option $seen does not apply to '$SUBCOMMAND'"
-  done
+# One option of parse_args (common.sh): sets its variable and SHIFT.
+set_option() {
+  case "$1" in
+    --name) need_value "$@"; NAME="$2"; SHIFT=2 ;;
+    --zone) need_value "$@"; ZONE="$2"; SHIFT=2 ;;
+    --project) need_value "$@"; PROJECT="$2"; SHIFT=2 ;;
+    --remote-dir) need_value "$@"; REMOTE_DIR="$2"; SHIFT=2 ;;
+    --accelerator-type) need_value "$@"; ACCELERATOR_TYPE="$2"; SHIFT=2 ;;
+    --version) need_value "$@"; VERSION="$2"; SHIFT=2 ;;
+    --spot) SPOT=1; SHIFT=1 ;;
+    --queued) QUEUED=1; SHIFT=1 ;;
+    --queued-id) need_value "$@"; QUEUED_ID="$2"; SHIFT=2 ;;
+    --valid-until-duration) need_value "$@"; VALID_UNTIL="$2"; SHIFT=2 ;;
+    --repo) need_value "$@"; REPO_URL="$2"; SHIFT=2 ;;
+    --ref) need_value "$@"; REF="$2"; SHIFT=2 ;;
+    --copy) COPY=1; SHIFT=1 ;;
+    --python) need_value "$@"; PYTHON="$2"; SHIFT=2 ;;
+    # May be empty (install nothing extra), so no need_value.
+    --extra-pip) [[ $# -ge 2 ]] || die_usage "option $1 needs a value"; EXTRA_PIP="$2"; SHIFT=2 ;;
+    --from) need_value "$@"; DATA_FROM="$2"; SHIFT=2 ;;
+    --bucket) need_value "$@"; BUCKET="$2"; SHIFT=2 ;;
+    --at) need_value "$@"; MOUNT_AT="$2"; SHIFT=2 ;;
+    --to) need_value "$@"; DATA_TO="$2"; SHIFT=2 ;;
+    --family) need_value "$@"; FAMILY="$2"; SHIFT=2 ;;
+    --size) need_value "$@"; SIZE="$2"; SHIFT=2 ;;
+    --workdir) need_value "$@"; WORKDIR="$2"; SHIFT=2 ;;
+    --log-name) need_value "$@"; LOG_NAME="$2"; SHIFT=2 ;;
+    --worker) need_value "$@"; WORKER="$2"; SHIFT=2 ;;
+    --lines) need_value "$@"; LINES="$2"; SHIFT=2 ;;
+    --no-follow) FOLLOW=0; SHIFT=1 ;;
+    --runs) RUNS=1; SHIFT=1 ;;
+    --all) ALL=1; SHIFT=1 ;;
+    --yes) YES=1; SHIFT=1 ;;
+    *) die_usage "unknown option '$1'" ;;
+  esac
 }
 
 require_common() {
@@ -314,8 +285,7 @@ cmd_run() {
   fi
   s+="; if [ -f $pid ] && kill -0 \"\$(cat $pid)\" 2>/dev/null;"
   s+=" then echo \"\$(hostname): $name is already running (pid \$(cat $pid))\" >&2; exit 1; fi"
-  # A persistent compilation cache makes restarts (resume after preemption) start faster.
-  s+="; export JAX_COMPILATION_CACHE_DIR=\"\${JAX_COMPILATION_CACHE_DIR:-\$HOME/.cache/chessjax-jax}\""
+  # The trainer's environment (XLA flags, compilation cache) is chessjax.runtime's, as on a GPU.
   # setsid: the run survives the ssh session and `stop` can signal its whole process group.
   # Appending (>>) keeps the log of earlier attempts when a run is resumed.
   s+="; setsid nohup $(q "${train[@]}") >> $log 2>&1 < /dev/null & echo \$! > $pid"

@@ -1,7 +1,8 @@
 """The training commands' shared prologue (`chessjax.entry`): both commands in one process, and a
 wrong config value, a mistyped config key or a wrong member reported the same way by both, before
-anything starts."""
+anything starts; a run the non-finite guard aborted is one line too."""
 
+import json
 import os
 import subprocess
 import sys
@@ -22,11 +23,23 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_both_commands_import_in_one_process():
-  """Their flags (`--config`, `--workdir`) are defined once, by `chessjax.entry`: absl refuses a
-  flag defined twice."""
-  proc = run("-c", "import chessjax.main, chessjax.population; print('both imported')")
+  """Their flags (`--config`, `--workdir`, `--member`) are defined once, by `chessjax.entry`:
+  absl refuses a flag defined twice. Importing the population's functions defines no flag of
+  its own."""
+  code = (
+    "from absl import flags\n"
+    "import chessjax.population\n"
+    "print(sorted(k for k in ('config', 'workdir', 'member') if k in flags.FLAGS),\n"
+    "      flags.FLAGS.find_module_defining_flag('member'))\n"
+    "import chessjax.main\n"
+    "print('both imported')"
+  )
+  proc = run("-c", code)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert proc.stdout.strip() == "both imported"
+  assert proc.stdout.strip().splitlines() == [
+    "['config', 'member', 'workdir'] chessjax.entry",
+    "both imported",
+  ]
 
 
 SCHEDULE = "--config.optim.schedule=nope"
@@ -43,6 +56,7 @@ SCHEDULE = "--config.optim.schedule=nope"
       "error: member b: data.batch_size changes the model, the batch's shapes",
     ),
     ("chessjax.population", ("--member=a", "--member=a:seed=2"), "error: member names must"),
+    ("chessjax.main", ("--member=a",), "error: --member trains a population"),
     (
       "chessjax.main",
       ("--config.optim.lrr=1",),
@@ -63,3 +77,24 @@ def test_a_wrong_config_value_is_one_line_and_status_1(tmp_path, command, args, 
   assert proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
   assert not work.exists()  # Refused before anything was written.
+
+
+@pytest.mark.slow
+def test_a_run_the_non_finite_guard_aborted_is_one_line(small_dataset, tmp_path):
+  """`chessjax.main` reports the guard's abort as the population does, one `error: ...` line
+  with exit status 1 (its summary says the same), not `NonFiniteError`'s traceback."""
+  work = tmp_path / "nan"
+  flags = [
+    f"--config.data.train={small_dataset}", "--config.data.max_len=32",
+    "--config.data.bucket_lengths=(32,)", "--config.train.steps=8",
+    "--config.train.max_bad_batches=3", "--config.train.snapshot_every=2",
+    "--config.train.compile_ahead=false", "--config.data.val_split=none",
+    "--config.optim.lr=1e38", "--config.optim.warmup_steps=1",
+  ]  # fmt: skip
+  proc = run("-m", "chessjax.main", CONFIG, f"--workdir={work}", *flags)
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: step ") and "consecutive batches with a non-finite" in last
+  assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  summary = json.loads((work / "train_summary.json").read_text())
+  assert summary["aborted"] and last == f"error: {summary['abort_reason']}"

@@ -5,16 +5,20 @@ modules are leaves.
   `benchmarks`): they run from a checkout and use the library, never the other way round.
 * The world-model and language-model tracks import nothing of each other; the atomic track may use
   the language-model track's public modules (its LM move-picker), not its command-line modules.
-* A command-line module (one with a `__main__` guard) is imported by no module, in the package
-  and in every script folder (tests/ may import commands): its private helpers cannot leak into
-  the library and no CLI depends on another's argument handling. What two CLIs share lives in a
-  module without a guard (the core's, when two tracks share it; `launch.cpu_runs` for two launch
-  commands). The imports older than this rule in the script folders are listed, frozen, in
-  `KNOWN_CLI_IMPORTS`.
-* The script folders `launch` (runs) and `benchmarks` (measurements) import nothing of each other:
-  what both use lives in the library (`chessjax.machine`). `docgen`, the docs renderer, reads the
-  records, the library and the tables of the runs it renders (their modules in `launch` and
-  `benchmarks`); no module imports it but `launch/docs.py`, its command's older name.
+* A command-line module (one with a `__main__` guard) of the package is imported by no module of the
+  package: its private helpers cannot leak into the library. Scripts may use a command's public
+  functions (the library's evaluators and reports, `data_prep`'s readers and writers): what hurts
+  is narrower, and each rule says it:
+  * no flag is defined at import time outside `chessjax/entry.py` (absl's flags are one registry per
+    process: importing a module must not add to it);
+  * no underscore name is used across modules (`from m import _x`, `m._x`): what two modules share
+    is public in one of them;
+  * no import runs upward between top-level folders, in layers: `chessjax`; `configs` and
+    `data_prep`; `launch` and `benchmarks` (runs and measurements: nothing of each other; what
+    both use lives in the library, `chessjax.machine`); `docgen`, the docs renderer, which reads
+    the records, the library and the tables of the runs it renders. Folders of one layer import
+    nothing of each other.
+  A package's `__main__.py` (`python -m docgen`) runs its command and nothing else: exempt.
 
 Imports are read from the source (every `import` statement, those inside functions included), so
 a lazy import counts as much as one at the top of a file.
@@ -120,17 +124,17 @@ def test_launch_and_benchmarks_import_nothing_of_each_other():
   assert bad == [], f"imports between launch/ and benchmarks/: {bad}"
 
 
-def test_only_the_docs_commands_import_the_docs_renderer():
-  """`docgen` is a leaf: the library, configs, data_prep, launch and benchmarks never import it,
-  but for `launch/docs.py`, which runs its command and nothing else."""
+def test_nothing_imports_the_docs_renderer():
+  """`docgen` is a leaf: the library, configs, data_prep, launch and benchmarks never import it
+  (its command's older name, `launch/docs.py`, is gone)."""
   assert ("docgen.doc_spans", "docgen.findings") in SCRIPT_EDGES
   bad = sorted(
     (a, b)
     for a, b in EDGES | SCRIPT_EDGES
-    if b.split(".")[0] == "docgen" and a.split(".")[0] != "docgen" and a != "launch.docs"
+    if b.split(".")[0] == "docgen" and a.split(".")[0] != "docgen"
   )
   assert bad == [], f"modules importing the docs renderer: {bad}"
-  assert SCRIPTS["launch.docs"] == ({"sys", "docgen.docs", "docgen.docs.main"}, True)
+  assert not (REPO / "launch" / "docs.py").exists()
 
 
 def test_world_model_and_lm_import_nothing_of_each_other():
@@ -156,61 +160,9 @@ def test_no_module_imports_another_tracks_command_line_module():
   assert bad == [], f"modules importing another track's command-line module: {bad}"
 
 
-# Imports of a command-line module that predate the rule's widening to the script folders, each
-# of a helper that still lives beside its command's argument handling. Frozen: no edge may be
-# added, and one that is gone must leave the list (test below). Moving each helper into a module
-# without a `__main__` guard (as launch.cpu_runs, launch.cwm_tables.plan and
-# benchmarks.population_table did) removes its line.
-KNOWN_CLI_IMPORTS = frozenset({
-  # A command's other name, which runs its `main` and nothing else.
-  ("docgen.__main__", "docgen.docs"),
-  ("launch.docs", "docgen.docs"),
-  # The library's commands, whose functions scripts reuse (scoring, reports, populations, probes).
-  ("benchmarks.bench_lm_probe_speed", "chessjax.lm.evaluate"),
-  ("benchmarks.bench_lm_train_s", "chessjax.lm.evaluate"),
-  ("benchmarks.bench_lm_train_s", "chessjax.lm.linear_probe"),
-  ("benchmarks.bench_lm_train_s", "chessjax.lm.report"),
-  ("benchmarks.bench_lm_train_s", "chessjax.lm.token_roles"),
-  ("benchmarks.bench_parity_quality", "chessjax.world_model.evaluate"),
-  ("benchmarks.bench_population", "chessjax.population"),
-  ("benchmarks.bench_population_dropout", "chessjax.population"),
-  ("docgen.doc_spans", "chessjax.world_model.report"),
-  ("launch.cwm_tables", "chessjax.world_model.report"),
-  ("launch.demo_lm", "chessjax.lm.evaluate"),
-  ("launch.demo_world_model", "chessjax.world_model.evaluate"),
-  # data_prep's commands, whose readers and writers other scripts reuse.
-  ("benchmarks.bench_lm_data", "data_prep.lm_data"),
-  ("benchmarks.bench_lm_data", "data_prep.probing_sets"),
-  ("benchmarks.bench_lm_train_s", "data_prep.lm_data"),
-  ("benchmarks.bench_lm_train_s", "data_prep.probing_sets"),
-  ("benchmarks.bench_loader", "data_prep.process_pgn"),
-  ("benchmarks.bench_population_dropout", "data_prep.process_pgn"),
-  ("benchmarks.bench_random_uniform", "data_prep.random_uniform"),
-  ("benchmarks.bench_train", "data_prep.process_pgn"),
-  ("benchmarks.device.loop", "data_prep.process_pgn"),
-  ("data_prep.lm_data", "data_prep.process_pgn"),
-  ("launch.demo_lm", "data_prep.lm_data"),
-  ("launch.demo_lm", "data_prep.probing_sets"),
-  ("launch.demo_world_model", "data_prep.coverage"),
-  ("launch.demo_world_model", "data_prep.process_pgn"),
-  ("launch.demo_world_model", "data_prep.random_uniform"),
-  # Benchmarks whose timing helpers other benchmarks reuse.
-  ("benchmarks.bench_compile", "benchmarks.bench_parity_quality"),
-  ("benchmarks.bench_parity_quality", "benchmarks.bench_vs_reference_train"),
-  ("benchmarks.bench_population", "benchmarks.bench_train_step"),
-  ("benchmarks.bench_roofline", "benchmarks.bench_train_step"),
-  ("benchmarks.device.loop", "benchmarks.bench_train_step"),
-  ("benchmarks.device.population", "benchmarks.bench_population"),
-  ("benchmarks.device.population", "benchmarks.bench_train_step"),
-  ("benchmarks.device.steps", "benchmarks.bench_train_step"),
-  # The protocol check reads the sweep command's plan.
-  ("launch.protocol", "launch.sweep"),
-})  # fmt: skip
-
-
-def test_no_module_imports_a_command_line_module():
-  """In the package and every script folder (tests/ may import commands): no module imports a
-  command-line module, but for the frozen `KNOWN_CLI_IMPORTS`."""
+def test_no_package_module_imports_a_command_line_module():
+  """In the package (and the scripts that use the atomic track): no module imports a
+  command-line module."""
   bad = sorted((a, b) for a, b in EDGES if b in CLIS and a != b)
   assert bad == [], f"modules importing a command-line module: {bad}"
   users = _parse(ATOMIC_USERS)
@@ -220,16 +172,150 @@ def test_no_module_imports_a_command_line_module():
   }
   bad = sorted((a, b) for a, (imported, _) in users.items() for b in imported if b in CLIS)
   assert bad == [], f"scripts importing a command-line module of the atomic track: {bad}"
-  clis = CLIS | {name for name, (_, cli) in SCRIPTS.items() if cli}
-  assert {"launch.cwm_mini", "launch.transfer", "benchmarks.bench_population"} <= clis
-  assert {"launch.cpu_runs", "launch.cwm_tables", "benchmarks.population_table"}.isdisjoint(clis)
-  assert ("docgen.doc_spans", "launch.cwm_tables") in SCRIPT_EDGES
-  assert ("launch.transfer", "launch.cpu_runs") in SCRIPT_EDGES
-  found = {(a, b) for a, b in EDGES | SCRIPT_EDGES if b in clis and a != b}
-  bad = sorted(found - KNOWN_CLI_IMPORTS)
-  assert bad == [], f"modules importing a command-line module: {bad}"
-  gone = sorted(KNOWN_CLI_IMPORTS - found)
-  assert gone == [], f"KNOWN_CLI_IMPORTS lists imports that are gone (remove them): {gone}"
+
+
+# Top-level folders, lowest first: a module imports from its own folder or a lower layer only.
+LAYERS = (("chessjax",), ("configs", "data_prep"), ("launch", "benchmarks"), ("docgen",))
+LAYER = {folder: i for i, folders in enumerate(LAYERS) for folder in folders}
+# The one module that defines flags (absl's registry is per process).
+FLAG_MODULE = "chessjax.entry"
+# Underscore names used across modules today in folders another change owns (docgen/, being
+# split per claim and per bullet): each (importer, module.name). Frozen: none may be added, and
+# one that is gone must leave the list (test below).
+KNOWN_PRIVATE_USES = frozenset({
+  # docgen's renderers share findings.py's helpers (`_join`: a list in words; `_runs`: records).
+  ("docgen.claims", "docgen.findings._join"),
+  ("docgen.claims", "docgen.findings._runs"),
+  ("docgen.doc_spans", "docgen.findings._join"),
+  ("docgen.findings_long", "docgen.findings._join"),
+  ("docgen.findings_long", "docgen.findings._runs"),
+  ("docgen.track_spans", "docgen.findings._join"),
+  ("docgen.transfer_spans", "docgen.findings._join"),
+  # The claims page renders claims.py's d128 rows (`_cwm`, split into one function per claim).
+  ("docgen.doc_spans", "docgen.claims._cwm"),
+  # A cell of cwm_mini's tables, formatted as its own tables do (launch.cwm_tables._cell).
+  ("docgen.doc_spans", "launch.cwm_tables._cell"),
+})  # fmt: skip
+ALL = {**PACKAGE, **SCRIPTS}
+TREES = {
+  _module(path): (path, ast.parse(path.read_text(), str(path)))
+  for folder in ("chessjax", *SCRIPT_FOLDERS)
+  for path in sorted((REPO / folder).rglob("*.py"))
+}
+
+
+def _is_main_guard(node) -> bool:
+  return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+
+
+def _import_time(tree: ast.Module):
+  """The nodes a module runs when imported: its top level and class bodies, not its functions'
+  bodies nor its `if __name__ == "__main__":` block."""
+  todo = [n for n in tree.body if not _is_main_guard(n)]
+  while todo:
+    node = todo.pop()
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+      continue
+    yield node
+    todo.extend(ast.iter_child_nodes(node))
+
+
+def _flag_definitions(tree: ast.Module) -> list[str]:
+  out = []
+  for node in _import_time(tree):
+    if isinstance(node, ast.Call):
+      func = node.func
+      called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+      if called.startswith("DEFINE"):
+        out.append(ast.unparse(node)[:60])
+  return out
+
+
+def _dotted(node) -> str | None:
+  parts = []
+  while isinstance(node, ast.Attribute):
+    parts.append(node.attr)
+    node = node.value
+  if not isinstance(node, ast.Name):
+    return None
+  return ".".join([node.id, *reversed(parts)])
+
+
+def _private_uses(name: str, path, tree: ast.Module) -> set[str]:
+  """`module._x` for every underscore name of another of the repository's modules that `name`
+  imports (`from module import _x`) or reads through an imported module (`module._x`)."""
+  package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+  bound, out = {}, set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        bound[alias.asname or alias.name.split(".")[0]] = (
+          alias.name if alias.asname else (alias.name.split(".")[0])
+        )
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:
+        parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        base = ".".join(parts + ([node.module] if node.module else []))
+      for alias in node.names:
+        full = f"{base}.{alias.name}"
+        if full in ALL:
+          bound[alias.asname or alias.name] = full
+        elif base in ALL and base != name and _private(alias.name):
+          out.add(full)
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Attribute) and _private(node.attr):
+      dotted = _dotted(node.value)
+      if dotted is None or dotted.split(".")[0] not in bound:
+        continue
+      head, _, rest = dotted.partition(".")
+      module = ".".join(filter(None, [bound[head], rest]))
+      if module in ALL and module != name:
+        out.add(f"{module}.{node.attr}")
+  return out
+
+
+def _private(attr: str) -> bool:
+  return attr.startswith("_") and not attr.startswith("__")
+
+
+def test_no_flag_is_defined_at_import_time_outside_entry():
+  found = {name: _flag_definitions(tree) for name, (_, tree) in TREES.items()}
+  assert len(found[FLAG_MODULE]) >= 3  # --config, --workdir, --member: not vacuous.
+  bad = {n: f for n, f in found.items() if f and n != FLAG_MODULE and not n.endswith("__main__")}
+  assert bad == {}, f"flags defined at import time outside {FLAG_MODULE}: {bad}"
+
+
+def test_no_underscore_name_is_used_across_modules():
+  assert len(TREES) > 100
+  found = {
+    (name, use)
+    for name, (path, tree) in TREES.items()
+    if not name.endswith("__main__")
+    for use in _private_uses(name, path, tree)
+  }
+  # Not vacuous: both forms are seen.
+  assert {("docgen.claims", "docgen.findings._runs"), ("docgen.track_spans",
+          "docgen.findings._join")} <= found  # fmt: skip
+  bad = sorted(found - KNOWN_PRIVATE_USES)
+  assert bad == [], f"underscore names used across modules (make them public): {bad}"
+  gone = sorted(KNOWN_PRIVATE_USES - found)
+  assert gone == [], f"KNOWN_PRIVATE_USES lists uses that are gone (remove them): {gone}"
+
+
+def test_no_import_runs_upward_between_folders():
+  edges = EDGES | SCRIPT_EDGES
+  assert ("launch.cwm_mini", "chessjax.machine") in edges and ("docgen.doc_spans",
+          "launch.cwm_tables") in edges  # fmt: skip
+  bad = sorted(
+    (a, b)
+    for a, b in edges
+    if (fa := a.split(".")[0]) != (fb := b.split(".")[0])
+    and fb in LAYER
+    and not a.endswith("__main__")
+    and LAYER[fb] >= LAYER[fa]
+  )
+  assert bad == [], f"imports to a folder of the same or a higher layer: {bad}"
 
 
 def test_old_flat_modules_are_gone():

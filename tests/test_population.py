@@ -20,7 +20,7 @@ from chessjax import compile as compiling
 from chessjax import memory, population, train, workdir
 from chessjax.batches import train_batches
 from chessjax.data.rows import GameRows
-from chessjax.members import check_members, member_config, parse_member
+from chessjax.members import MemberError, check_members, member_config, parse_member
 from chessjax.spec import TrainSpec
 from chessjax.world_model import evaluate, selection, track
 from configs import cwm
@@ -185,15 +185,15 @@ def test_keys_that_change_the_program_are_refused(small_dataset, tmp_path):
     ("a:train.log_every=2", "train.log_every is the population's own"),
     ("a:optim.lrr=1", "optim.lrr is the population's own"),
   ):
-    with pytest.raises(ValueError, match=words.replace("(", r"\(")):
+    with pytest.raises(MemberError, match=words.replace("(", r"\(")):
       population.train_population(base, tmp_path / "refused", ["ok", member])
-  with pytest.raises(ValueError, match="given twice"):
+  with pytest.raises(MemberError, match="given twice"):
     population.train_population(base, tmp_path / "refused", ["a", "a:seed=2"])
-  with pytest.raises(ValueError, match="is not KEY=VALUE"):
+  with pytest.raises(MemberError, match="is not KEY=VALUE"):
     parse_member("a:seed")
   other = base.copy_and_resolve_references()
   other.family = "gated_deltanet"
-  with pytest.raises(ValueError, match="differ in family"):
+  with pytest.raises(MemberError, match="differ in family"):
     check_members([("a", base), ("b", other)])
   assert not (tmp_path / "refused").exists()  # Refused before anything was written.
 

@@ -360,13 +360,14 @@ def test_every_renderer_has_its_span():
   assert set(docs.SPANS) - shown == set()
 
 
-def test_both_commands_run_the_renderer():
-  """`python -m docgen` and its older name `python -m launch.docs` are one command."""
+def test_the_command_runs_the_renderer():
+  """`python -m docgen` is `docgen.docs`'s command (its older name, `python -m launch.docs`, is
+  gone: no script folder imports the docs renderer)."""
   from docgen import __main__ as entry
   from docgen import docs
-  from launch import docs as alias
 
-  assert entry.main is docs.main and alias.main is docs.main
+  assert entry.main is docs.main
+  assert not (REPO / "launch" / "docs.py").exists()
 
 
 def test_decimals_are_counted_as_a_reader_sees_them():

@@ -142,3 +142,13 @@ def test_early_stopping_reads_its_old_name(tmp_path):
   assert (stopping.best, stopping.best_step, stopping.stopped) == (0.5, 7, True)
   stopping.write()
   assert json.loads((tmp_path / workdir.EARLY_STOPPING).read_text())["best_step"] == 7
+
+
+def test_the_bucket_ladder_cut_at_a_runs_length():
+  """`DataSpec.buckets_to_max_len`: the one ladder the launchers cut (`launch.cpu_runs`,
+  `launch.reproduce_mini`), the run's own length last."""
+  assert DataSpec(max_len=128).buckets_to_max_len() == (64, 128)
+  assert DataSpec(max_len=100).buckets_to_max_len() == (64, 100)
+  assert DataSpec(max_len=32).buckets_to_max_len() == (32,)
+  assert DataSpec().buckets_to_max_len() == DataSpec().bucket_lengths
+  assert DataSpec(max_len=2048).buckets_to_max_len() == (*DataSpec().bucket_lengths, 2048)

@@ -26,6 +26,7 @@ hundred and take a third of the time so).
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,7 @@ import numpy as np
 import pytest
 from conftest import MINI_FLAGS
 
+from chessjax import runtime
 from chessjax import workdir as workdirs
 from launch import manifest
 
@@ -283,3 +285,57 @@ def test_two_slurm_tasks_train_like_one_process(array, small_dataset, tmp_path):
   assert "2 devices, 2 processes" in log, log[-3000:]
   for x, y in zip(params_of(two), params_of(array["works"][1]), strict=True):
     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4)
+
+
+# What an array task's command prints of the trainer's environment once `chessjax.runtime` set it
+# (`setup` does this first, in every training and evaluation command): what it set, the variables
+# XLA reads, the platform it read and the compilation cache folder.
+SHOW_ENVIRONMENT = """
+import json, os, sys
+from chessjax import runtime
+done = runtime.set_environment()
+keys = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_FLAGS")
+seen = {"set": done, "env": {k: os.environ.get(k) for k in keys},
+        "platform": runtime.default_platform(), "cache": runtime.compilation_cache_dir()}
+with open(sys.argv[1], "w") as f:
+  json.dump(seen, f)
+"""
+
+
+def test_an_array_task_gets_the_trainers_environment(slurm, tmp_path):
+  """Through `launch.cluster submit-manifest` and `slurm_array.sh`, a task's command starts with
+  the submitter's environment (sbatch passes it on) and `chessjax.runtime` adds its defaults:
+  task 0, submitted with none of them set, gets the memory fraction, the CPU's XLA flags (the
+  submitter's, nothing of a GPU's) and the one default cache folder; task 1's own values
+  (a fraction, a flag, a GPU platform) are kept, the GPU's flag added to its flags."""
+  own = {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5", "XLA_FLAGS": "--xla_dump_to=/tmp/x",
+         "JAX_PLATFORMS": "cuda"}  # fmt: skip
+  entries = []
+  for i, env in enumerate(({}, own)):
+    out = tmp_path / f"env{i}.json"
+    command = shlex.join([sys.executable, "-c", SHOW_ENVIRONMENT, str(out)])
+    entries.append(manifest.entry(i, "env", f"env{i}", command, REPO, env=env, outputs=[out]))
+  path = manifest.write(tmp_path / "env.jsonl", entries)
+  unset = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR")
+  env = {k: v for k, v in os.environ.items() if k not in unset}
+  r = subprocess.run(
+    [sys.executable, "-m", "launch.cluster", "submit-manifest", str(tmp_path / "cluster"),
+     str(path), "--retries", "0"],
+    cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+  )  # fmt: skip
+  assert r.returncode == 0 and "array job" in r.stdout, r.stdout + r.stderr
+  job = r.stdout.split("array job ")[-1].split()[0]
+  wait_for("the array", lambda: not any(k.startswith(f"{job}_") for k in squeue()), timeout=120)
+  logs = tmp_path / "cluster" / "slurm" / "logs"
+  shown = [tmp_path / f"env{i}.json" for i in range(2)]
+  assert all(p.exists() for p in shown), "".join(f.read_text() for f in logs.glob("*.log"))[-3000:]
+  defaults, kept = (json.loads(p.read_text()) for p in shown)
+  flags = os.environ.get("XLA_FLAGS")  # The suite's CPU flags: no GPU flag added to them.
+  assert defaults["platform"] == "cpu"
+  assert defaults["set"] == {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.90"}
+  assert defaults["env"] == {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.90", "XLA_FLAGS": flags}
+  assert defaults["cache"] == runtime.default_cache_dir()
+  gpu = "--xla_gpu_enable_latency_hiding_scheduler=true"
+  assert kept["platform"] == "gpu"
+  assert kept["env"] == {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5",
+                         "XLA_FLAGS": f"--xla_dump_to=/tmp/x {gpu}"}  # fmt: skip
