@@ -134,58 +134,77 @@ def seeds_words(rows, families) -> str:
 
 
 def _cwm() -> list[tuple]:
-  mini = record("bench_cwm_mini")
-  rows = mini["runs"]
-  size = cwm_size("bench_cwm_mini")
-  run = sizes_run()
-  scale = f"{size}, {mini['args']['steps']:,} steps of batch {mini['args']['batch_size']}"
-  p8 = {
-    (r["family"], r["size"], r["split"]): r for r in findings.paper()["tables"]["table8"]["rows"]
-  }
-  out = []
+  """The rows of Walker & Lyons's claims, one function each, in the paper's order."""
+  return [
+    _outperform_row(),
+    _saturation_row(),
+    _ablations_row(),
+    _blowup_row(),
+    _collapse_row(),
+    _eighty_percent_row(),
+  ]
 
-  # 1. The recurrent families against the Transformer at d128 and d256.
+
+def _mini() -> tuple[list[dict], str, str]:
+  """The d128 ranking's runs (bench_cwm_mini.json), their size and the scale words."""
+  mini = record("bench_cwm_mini")
+  scale = f"{cwm_size('bench_cwm_mini')}, {mini['args']['steps']:,} steps of batch "
+  scale += f"{mini['args']['batch_size']}"
+  return mini["runs"], cwm_size("bench_cwm_mini"), scale
+
+
+def _table8() -> dict:
+  """The paper's Table 8 rows by (family, size, split)."""
+  rows = findings.paper()["tables"]["table8"]["rows"]
+  return {(r["family"], r["size"], r["split"]): r for r in rows}
+
+
+def _outperform_row() -> tuple:
+  """Claim 1: the recurrent families against the Transformer at d128 and d256."""
+  rows, size, scale = _mini()
   sizes = ("d128", "d256")
   c1 = {}
   for sz in sizes:
     for family in MAIN[1:]:
       for key, v in claim_cells(rows, "transformer", family, "better").items():
         c1[(sz, *key)] = v if sz == size else None
-  missing = [sz for sz in sizes if sz not in run]
+  missing = [sz for sz in sizes if sz not in sizes_run()]
   at = {k[1:]: v for k, v in c1.items() if k[0] == size}
-  out.append(
-    (
-      "The recurrent models strongly outperform the Transformer at d128 and d256 (3M and 8M "
-      "parameters).",
-      "Table 8, d128 and d256 rows; Figure 3",
-      f"{verdict.status(c1)}: at {size} {_per_family(at)} ({scale}, "
-      f"{seeds_words(rows, MAIN)}, every seed against the same seed's Transformer, both splits, "
-      f"loss, Labelwise and ExactState)"
-      + (f"; {findings._join(missing)} not run" if missing else ""),
-      "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
-      cost(MAIN, sizes),
-    )
+  return (
+    "The recurrent models strongly outperform the Transformer at d128 and d256 (3M and 8M "
+    "parameters).",
+    "Table 8, d128 and d256 rows; Figure 3",
+    f"{verdict.status(c1)}: at {size} {_per_family(at)} ({scale}, "
+    f"{seeds_words(rows, MAIN)}, every seed against the same seed's Transformer, both splits, "
+    f"loss, Labelwise and ExactState)"
+    + (f"; {findings._join(missing)} not run" if missing else ""),
+    "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
+    cost(MAIN, sizes),
   )
 
-  # 2. Real games saturate from d384; random-uniform discriminative to d512.
+
+def _saturation_row() -> tuple:
+  """Claim 2: real games saturate from d384; random-uniform discriminative to d512."""
+  p8 = _table8()
   c2 = {(sz, f): None for sz in ("d384", "d512") for f in MAIN}
   best, fam, words = best_run("real")
   sat = [p8[f, "d384", "real"]["exact_state"] for f in MAIN]
   disc = [p8[f, "d512", "random"]["exact_state"] for f in MAIN]
-  out.append(
-    (
-      "Held-out real-game performance saturates from d384; the random-uniform split stays "
-      "discriminative up to d512.",
-      f"Table 8: real ExactState {min(sat):.2f}-{max(sat):.2f}% at d384, random-uniform "
-      f"{min(disc):.2f}-{max(disc):.2f}% at d512",
-      f"{verdict.status(c2)}: d384 and d512 not run; the best real ExactState here is "
-      f"{pct(best)}% ({name(fam)}, {words})",
-      "-",
-      cost(MAIN, ("d384", "d512")),
-    )
+  return (
+    "Held-out real-game performance saturates from d384; the random-uniform split stays "
+    "discriminative up to d512.",
+    f"Table 8: real ExactState {min(sat):.2f}-{max(sat):.2f}% at d384, random-uniform "
+    f"{min(disc):.2f}-{max(disc):.2f}% at d512",
+    f"{verdict.status(c2)}: d384 and d512 not run; the best real ExactState here is "
+    f"{pct(best)}% ({name(fam)}, {words})",
+    "-",
+    cost(MAIN, ("d384", "d512")),
   )
 
-  # 3. The ablations on random-uniform games.
+
+def _ablations_row() -> tuple:
+  """Claim 3: the ablations on random-uniform games, each against its main family."""
+  rows, _, scale = _mini()
   c3 = {}
   for ablation, main in ABLATIONS.items():
     c3.update(claim_cells(rows, main, ablation, "worse", splits=("random",)))
@@ -195,19 +214,19 @@ def _cwm() -> list[tuple]:
     st = verdict.status(sub)
     where = "" if st == verdict.HOLDS else f" ({findings.where(sub)})"
     per.append(f"{st} for {name(ablation)} against {name(main)}{where}")
-  out.append(
-    (
-      "Less expressive state transitions reduce random-uniform performance for all three "
-      "recurrent families.",
-      "Tables 9-10; Figure 4",
-      f"{verdict.status(c3)}: " + "; ".join(per) + f" ({scale}, "
-      f"{seeds_words(rows, ABLATIONS)}, random-uniform loss, Labelwise and ExactState)",
-      "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
-      cost(tuple(ABLATIONS), SIZES),
-    )
+  return (
+    "Less expressive state transitions reduce random-uniform performance for all three "
+    "recurrent families.",
+    "Tables 9-10; Figure 4",
+    f"{verdict.status(c3)}: " + "; ".join(per) + f" ({scale}, "
+    f"{seeds_words(rows, ABLATIONS)}, random-uniform loss, Labelwise and ExactState)",
+    "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
+    cost(tuple(ABLATIONS), SIZES),
   )
 
-  # 4. Diagonal SLiCE's random-uniform loss blows up.
+
+def _blowup_row() -> tuple:
+  """Claim 4: Diagonal SLiCE's random-uniform loss blows up, on both training cuts."""
   c4, ratios = {}, {}
   for rec_name in ("bench_cwm_long", "bench_cwm_whole"):
     runs = findings._runs(record(rec_name))
@@ -215,39 +234,33 @@ def _cwm() -> list[tuple]:
     key = record(rec_name)["args"]["max_len"]
     ratios[key] = ratio
     c4[key] = [verdict.sign(ratio >= findings_long.BLOWUP)]
-  out.append(
-    (
-      "Diagonal SLiCE is numerically unstable out of distribution: a very large random-uniform "
-      "cross-entropy.",
-      "Table 10, Diagonal SLiCE rows (d128-d384)",
-      f"{verdict.status(c4)}: "
-      + verdict.which(c4, lambda k: f"the {k}-step training cut (x{ratios[k]:.3g} SLiCE's loss)")
-      + f" (a blow-up: at least {findings_long.BLOWUP:g} times SLiCE's whole-game random-uniform "
-      f"loss; {size}, one seed)",
-      "[bench_cwm_long.json](results/bench_cwm_long.json), "
-      "[bench_cwm_whole.json](results/bench_cwm_whole.json); `python -m launch.cwm_mini "
-      "--max-len 128 --eval-max-len 1024 --tag _L128`",
-      cost(("slice_diag", "slice"), SIZES),
-    )
+  return (
+    "Diagonal SLiCE is numerically unstable out of distribution: a very large random-uniform "
+    "cross-entropy.",
+    "Table 10, Diagonal SLiCE rows (d128-d384)",
+    f"{verdict.status(c4)}: "
+    + verdict.which(c4, lambda k: f"the {k}-step training cut (x{ratios[k]:.3g} SLiCE's loss)")
+    + f" (a blow-up: at least {findings_long.BLOWUP:g} times SLiCE's whole-game random-uniform "
+    f"loss; {cwm_size('bench_cwm_mini')}, one seed)",
+    "[bench_cwm_long.json](results/bench_cwm_long.json), "
+    "[bench_cwm_whole.json](results/bench_cwm_whole.json); `python -m launch.cwm_mini "
+    "--max-len 128 --eval-max-len 1024 --tag _L128`",
+    cost(("slice_diag", "slice"), SIZES),
   )
 
-  # 5. ExactState collapses before Labelwise; the shape of each family's fall.
-  out.append(_collapse_row())
 
-  # 6. About 80% random-uniform ExactState at d512.
+def _eighty_percent_row() -> tuple:
+  """Claim 6: about 80% random-uniform ExactState at d512."""
   c6 = {("d512", "mamba3"): None}
   best, fam, words = best_run("random")
-  out.append(
-    (
-      "The strongest model reaches about 80% random-uniform ExactState.",
-      f"Table 8, d512: Mamba-3 {p8['mamba3', 'd512', 'random']['exact_state']:.2f}%",
-      f"{verdict.status(c6)}: d512 not run; the best random-uniform ExactState here is "
-      f"{pct(best)}% ({name(fam)}, {words})",
-      "[bench_cwm_x4.json](results/bench_cwm_x4.json)",
-      cost(("mamba3",), ("d512",)),
-    )
+  return (
+    "The strongest model reaches about 80% random-uniform ExactState.",
+    f"Table 8, d512: Mamba-3 {_table8()['mamba3', 'd512', 'random']['exact_state']:.2f}%",
+    f"{verdict.status(c6)}: d512 not run; the best random-uniform ExactState here is "
+    f"{pct(best)}% ({name(fam)}, {words})",
+    "[bench_cwm_x4.json](results/bench_cwm_x4.json)",
+    cost(("mamba3",), ("d512",)),
   )
-  return out
 
 
 def _collapse_row() -> tuple:
