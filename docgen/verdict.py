@@ -26,9 +26,9 @@ RULE = (
   "**holds** when every cell holds; it is **contradicted here** when every cell that was run is "
   "opposite; **partly** when some cells hold and others do not or were not run (the row names "
   "which hold); it **does not hold** otherwise. A difference within the printed precision (less "
-  "than 0.01 points of a percentage, less than 0.0001 of a loss) is a tie. A stratum (the steps "
-  "of one kind of event) is called above or below the other steps at the same plies only when "
-  "the count their rate predicts for it (their ExactState, or their share of broken states, "
+  "than 0.01 points of a percentage, 0.0001 of a loss, 0.01 of a ratio) is a tie. A stratum (the "
+  "steps of one kind of event) is called above or below the other steps at the same plies only "
+  "when the count their rate predicts for it (their ExactState, or their share of broken states, "
   "times the stratum's steps) is at least 5: below that the evidence is too thin to call either "
   "way. One seed is one seed: where a record has one seed, a cell holds or is opposite on that "
   "seed alone, and the row says one seed. A status at this repository's scale says nothing of "
@@ -39,6 +39,7 @@ RULE = (
 # (accuracies are stored as shares, so 0.01 points is 1e-4), losses to 4.
 SHARE_TIE = 1e-4
 LOSS_TIE = 1e-4
+RATIO_TIE = 0.01  # A ratio printed to 2 decimals (x2.84).
 # A stratum's expected count (the other steps' rate at the same plies x its steps) below this is
 # too thin to call it above or below them: 0 observed against 1.3 expected is no evidence.
 MIN_EXPECTED = 5
@@ -91,15 +92,19 @@ def sign(claim_way: bool, tie: bool = False) -> int:
 
 
 def tolerance(metric: str) -> float:
-  """The tie tolerance of a metric: `LOSS_TIE` for a loss (any name with "loss"), else
-  `SHARE_TIE` (an accuracy stored as a share, printed as a percentage to 2 decimals)."""
-  return LOSS_TIE if "loss" in metric else SHARE_TIE
+  """The tie tolerance of a metric: `LOSS_TIE` for a loss (any name with "loss"), `RATIO_TIE` for
+  a ratio (a name with "ratio"), else `SHARE_TIE` (an accuracy stored as a share, printed as a
+  percentage to 2 decimals)."""
+  if "loss" in metric:
+    return LOSS_TIE
+  return RATIO_TIE if "ratio" in metric else SHARE_TIE
 
 
 def compare(a: float, b: float, metric: str, tol: float | None = None) -> int:
-  """+1 when `a` is better than `b` on `metric` (a lower loss, a higher share), -1 when worse,
-  0 when they differ by less than the printed precision (`tolerance`, or `tol`)."""
-  d = b - a if "loss" in metric else a - b
+  """+1 when `a` is better than `b` on `metric` (lower for a loss or a ratio, higher for a
+  share), -1 when worse, 0 when they differ by less than the printed precision (`tolerance`, or
+  `tol`)."""
+  d = b - a if "loss" in metric or "ratio" in metric else a - b
   tol = tolerance(metric) if tol is None else tol
   return 0 if abs(d) < tol else (1 if d > 0 else -1)
 
