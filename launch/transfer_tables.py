@@ -150,10 +150,12 @@ def row_seeds(record: dict, family: str, n: int) -> list[int]:
 
 
 def _seed_words(seeds: list[int]) -> str:
+  """'seed 0' or 'seeds 0-2'."""
   return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds_text(seeds)}"
 
 
 def seeds_text(seeds: list[int]) -> str:
+  """Seeds as a table cell: '0', '0, 1', '0-2' (a run of three or more); '-' for none."""
   if not seeds:
     return "-"
   if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
@@ -370,6 +372,7 @@ def missing_lines(record: dict) -> list[str]:
 
 
 def tables_markdown(record: dict) -> str:
+  """WORK/transfer.md: the protocol, every table and the runs not in the record yet."""
   record = upgrade(record)
   return "\n".join(
     [
