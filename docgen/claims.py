@@ -134,58 +134,77 @@ def seeds_words(rows, families) -> str:
 
 
 def _cwm() -> list[tuple]:
-  mini = record("bench_cwm_mini")
-  rows = mini["runs"]
-  size = cwm_size("bench_cwm_mini")
-  run = sizes_run()
-  scale = f"{size}, {mini['args']['steps']:,} steps of batch {mini['args']['batch_size']}"
-  p8 = {
-    (r["family"], r["size"], r["split"]): r for r in findings.paper()["tables"]["table8"]["rows"]
-  }
-  out = []
+  """The rows of Walker & Lyons's claims, one function each, in the paper's order."""
+  return [
+    _outperform_row(),
+    _saturation_row(),
+    _ablations_row(),
+    _blowup_row(),
+    _collapse_row(),
+    _eighty_percent_row(),
+  ]
 
-  # 1. The recurrent families against the Transformer at d128 and d256.
+
+def _mini() -> tuple[list[dict], str, str]:
+  """The d128 ranking's runs (bench_cwm_mini.json), their size and the scale words."""
+  mini = record("bench_cwm_mini")
+  scale = f"{cwm_size('bench_cwm_mini')}, {mini['args']['steps']:,} steps of batch "
+  scale += f"{mini['args']['batch_size']}"
+  return mini["runs"], cwm_size("bench_cwm_mini"), scale
+
+
+def _table8() -> dict:
+  """The paper's Table 8 rows by (family, size, split)."""
+  rows = findings.paper()["tables"]["table8"]["rows"]
+  return {(r["family"], r["size"], r["split"]): r for r in rows}
+
+
+def _outperform_row() -> tuple:
+  """Claim 1: the recurrent families against the Transformer at d128 and d256."""
+  rows, size, scale = _mini()
   sizes = ("d128", "d256")
   c1 = {}
   for sz in sizes:
     for family in MAIN[1:]:
       for key, v in claim_cells(rows, "transformer", family, "better").items():
         c1[(sz, *key)] = v if sz == size else None
-  missing = [sz for sz in sizes if sz not in run]
+  missing = [sz for sz in sizes if sz not in sizes_run()]
   at = {k[1:]: v for k, v in c1.items() if k[0] == size}
-  out.append(
-    (
-      "The recurrent models strongly outperform the Transformer at d128 and d256 (3M and 8M "
-      "parameters).",
-      "Table 8, d128 and d256 rows; Figure 3",
-      f"{verdict.status(c1)}: at {size} {_per_family(at)} ({scale}, "
-      f"{seeds_words(rows, MAIN)}, every seed against the same seed's Transformer, both splits, "
-      f"loss, Labelwise and ExactState)"
-      + (f"; {findings._join(missing)} not run" if missing else ""),
-      "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
-      cost(MAIN, sizes),
-    )
+  return (
+    "The recurrent models strongly outperform the Transformer at d128 and d256 (3M and 8M "
+    "parameters).",
+    "Table 8, d128 and d256 rows; Figure 3",
+    f"{verdict.status(c1)}: at {size} {_per_family(at)} ({scale}, "
+    f"{seeds_words(rows, MAIN)}, every seed against the same seed's Transformer, both splits, "
+    f"loss, Labelwise and ExactState)"
+    + (f"; {findings._join(missing)} not run" if missing else ""),
+    "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
+    cost(MAIN, sizes),
   )
 
-  # 2. Real games saturate from d384; random-uniform discriminative to d512.
+
+def _saturation_row() -> tuple:
+  """Claim 2: real games saturate from d384; random-uniform discriminative to d512."""
+  p8 = _table8()
   c2 = {(sz, f): None for sz in ("d384", "d512") for f in MAIN}
   best, fam, words = best_run("real")
   sat = [p8[f, "d384", "real"]["exact_state"] for f in MAIN]
   disc = [p8[f, "d512", "random"]["exact_state"] for f in MAIN]
-  out.append(
-    (
-      "Held-out real-game performance saturates from d384; the random-uniform split stays "
-      "discriminative up to d512.",
-      f"Table 8: real ExactState {min(sat):.2f}-{max(sat):.2f}% at d384, random-uniform "
-      f"{min(disc):.2f}-{max(disc):.2f}% at d512",
-      f"{verdict.status(c2)}: d384 and d512 not run; the best real ExactState here is "
-      f"{pct(best)}% ({name(fam)}, {words})",
-      "-",
-      cost(MAIN, ("d384", "d512")),
-    )
+  return (
+    "Held-out real-game performance saturates from d384; the random-uniform split stays "
+    "discriminative up to d512.",
+    f"Table 8: real ExactState {min(sat):.2f}-{max(sat):.2f}% at d384, random-uniform "
+    f"{min(disc):.2f}-{max(disc):.2f}% at d512",
+    f"{verdict.status(c2)}: d384 and d512 not run; the best real ExactState here is "
+    f"{pct(best)}% ({name(fam)}, {words})",
+    "-",
+    cost(MAIN, ("d384", "d512")),
   )
 
-  # 3. The ablations on random-uniform games.
+
+def _ablations_row() -> tuple:
+  """Claim 3: the ablations on random-uniform games, each against its main family."""
+  rows, _, scale = _mini()
   c3 = {}
   for ablation, main in ABLATIONS.items():
     c3.update(claim_cells(rows, main, ablation, "worse", splits=("random",)))
@@ -195,19 +214,19 @@ def _cwm() -> list[tuple]:
     st = verdict.status(sub)
     where = "" if st == verdict.HOLDS else f" ({findings.where(sub)})"
     per.append(f"{st} for {name(ablation)} against {name(main)}{where}")
-  out.append(
-    (
-      "Less expressive state transitions reduce random-uniform performance for all three "
-      "recurrent families.",
-      "Tables 9-10; Figure 4",
-      f"{verdict.status(c3)}: " + "; ".join(per) + f" ({scale}, "
-      f"{seeds_words(rows, ABLATIONS)}, random-uniform loss, Labelwise and ExactState)",
-      "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
-      cost(tuple(ABLATIONS), SIZES),
-    )
+  return (
+    "Less expressive state transitions reduce random-uniform performance for all three "
+    "recurrent families.",
+    "Tables 9-10; Figure 4",
+    f"{verdict.status(c3)}: " + "; ".join(per) + f" ({scale}, "
+    f"{seeds_words(rows, ABLATIONS)}, random-uniform loss, Labelwise and ExactState)",
+    "[bench_cwm_mini.json](results/bench_cwm_mini.json); `python -m launch.cwm_mini`",
+    cost(tuple(ABLATIONS), SIZES),
   )
 
-  # 4. Diagonal SLiCE's random-uniform loss blows up.
+
+def _blowup_row() -> tuple:
+  """Claim 4: Diagonal SLiCE's random-uniform loss blows up, on both training cuts."""
   c4, ratios = {}, {}
   for rec_name in ("bench_cwm_long", "bench_cwm_whole"):
     runs = findings._runs(record(rec_name))
@@ -215,47 +234,52 @@ def _cwm() -> list[tuple]:
     key = record(rec_name)["args"]["max_len"]
     ratios[key] = ratio
     c4[key] = [verdict.sign(ratio >= findings_long.BLOWUP)]
-  out.append(
-    (
-      "Diagonal SLiCE is numerically unstable out of distribution: a very large random-uniform "
-      "cross-entropy.",
-      "Table 10, Diagonal SLiCE rows (d128-d384)",
-      f"{verdict.status(c4)}: "
-      + verdict.which(c4, lambda k: f"the {k}-step training cut (x{ratios[k]:.3g} SLiCE's loss)")
-      + f" (a blow-up: at least {findings_long.BLOWUP:g} times SLiCE's whole-game random-uniform "
-      f"loss; {size}, one seed)",
-      "[bench_cwm_long.json](results/bench_cwm_long.json), "
-      "[bench_cwm_whole.json](results/bench_cwm_whole.json); `python -m launch.cwm_mini "
-      "--max-len 128 --eval-max-len 1024 --tag _L128`",
-      cost(("slice_diag", "slice"), SIZES),
-    )
+  return (
+    "Diagonal SLiCE is numerically unstable out of distribution: a very large random-uniform "
+    "cross-entropy.",
+    "Table 10, Diagonal SLiCE rows (d128-d384)",
+    f"{verdict.status(c4)}: "
+    + verdict.which(c4, lambda k: f"the {k}-step training cut (x{ratios[k]:.3g} SLiCE's loss)")
+    + f" (a blow-up: at least {findings_long.BLOWUP:g} times SLiCE's whole-game random-uniform "
+    f"loss; {cwm_size('bench_cwm_mini')}, one seed)",
+    "[bench_cwm_long.json](results/bench_cwm_long.json), "
+    "[bench_cwm_whole.json](results/bench_cwm_whole.json); `python -m launch.cwm_mini "
+    "--max-len 128 --eval-max-len 1024 --tag _L128`",
+    cost(("slice_diag", "slice"), SIZES),
   )
 
-  # 5. ExactState collapses before Labelwise; the shape of each family's fall.
-  out.append(_collapse_row())
 
-  # 6. About 80% random-uniform ExactState at d512.
+def _eighty_percent_row() -> tuple:
+  """Claim 6: about 80% random-uniform ExactState at d512."""
   c6 = {("d512", "mamba3"): None}
   best, fam, words = best_run("random")
-  out.append(
-    (
-      "The strongest model reaches about 80% random-uniform ExactState.",
-      f"Table 8, d512: Mamba-3 {p8['mamba3', 'd512', 'random']['exact_state']:.2f}%",
-      f"{verdict.status(c6)}: d512 not run; the best random-uniform ExactState here is "
-      f"{pct(best)}% ({name(fam)}, {words})",
-      "[bench_cwm_x4.json](results/bench_cwm_x4.json)",
-      cost(("mamba3",), ("d512",)),
-    )
+  return (
+    "The strongest model reaches about 80% random-uniform ExactState.",
+    f"Table 8, d512: Mamba-3 {_table8()['mamba3', 'd512', 'random']['exact_state']:.2f}%",
+    f"{verdict.status(c6)}: d512 not run; the best random-uniform ExactState here is "
+    f"{pct(best)}% ({name(fam)}, {words})",
+    "[bench_cwm_x4.json](results/bench_cwm_x4.json)",
+    cost(("mamba3",), ("d512",)),
   )
-  return out
+
+
+def _margin_half_ply(bins: dict, majority: dict) -> int | None:
+  """The first bin start whose Labelwise above the majority class's (the same bin of
+  docs/results/majority_bins.json) is below half its first bin's margin; None when none is."""
+  base = dict(zip(majority["start"], majority["labelwise"], strict=True))
+  margins = [(s, v - base[s]) for s, v in zip(bins["start"], bins["labelwise"], strict=True)]
+  return next((s for s, m in margins if m < margins[0][1] / 2), None)
 
 
 def _collapse_row() -> tuple:
   """Claim 5: its first clause per Table 11 family on the long-game record's random-uniform games
-  (ExactState below half its first bin's value at an earlier ply than Labelwise, which may never
-  be); its second (the shape of the fall past ply 160) not testable where a run holds no exact
-  state there."""
+  (ExactState below half its first bin's value at an earlier ply than Labelwise, each measured
+  above what the majority class gives on those games: docs/results/majority_bins.json, whose
+  ExactState is 0, so ExactState's own halving; Labelwise's margin over the majority class's,
+  which a constant row keeps without tracking a move); its second (the shape of the fall past ply
+  160) not testable where a run holds no exact state there."""
   rec = record("bench_cwm_long")
+  majority = record("majority_bins")
   runs = findings._runs(rec)
   families = list(dict.fromkeys(r["family"] for r in findings.paper()["tables"]["table11"]["rows"]))
   first, plies = {}, {}
@@ -264,9 +288,18 @@ def _collapse_row() -> tuple:
       first[f] = None
       continue
     b = runs[f]["random"]["long"]["bins"]
-    e, lw = _half_ply(b, "exact_state"), _half_ply(b, "labelwise")
-    plies[f] = (e, lw)
-    first[f] = [verdict.sign(e is not None and (lw is None or e < lw))]
+    if b["start"] != majority["bins"]["start"][: len(b["start"])]:
+      raise ValueError("bench_cwm_long.json and majority_bins.json bin the plies differently")
+    e, lw = _half_ply(b, "exact_state"), _margin_half_ply(b, majority["bins"])
+    below = next(
+      (s for s, v, m in zip(b["start"], b["labelwise"], majority["bins"]["labelwise"],
+                            strict=False) if v < m),
+      None,
+    )  # fmt: skip
+    plies[f] = (e, lw, below)
+    first[f] = [
+      verdict.sign(e is not None and (lw is None or e < lw), tie=e is not None and e == lw)
+    ]
   late = {}
   for f in ("gated_deltanet", "mamba3", "slice"):
     b = runs[f]["random"]["long"]["bins"]
@@ -275,20 +308,36 @@ def _collapse_row() -> tuple:
   cells = {**{("first", f): v for f, v in first.items()},
            **{("second", f): v for f, v in late.items()}}  # fmt: skip
   held = [p for p in plies.values() if p[0] is not None]
-  lw_never = all(p[1] is None for p in plies.values())
+  lw = [p[1] for p in plies.values() if p[1] is not None]
+  below = [p[2] for p in plies.values() if p[2] is not None]
+  mb = majority["bins"]
   st1 = verdict.status({k: v for k, v in cells.items() if k[0] == "first"})
   st2 = verdict.status({k: v for k, v in cells.items() if k[0] == "second"})
+  lw_words = (
+    f"from ply {min(lw)}-{max(lw)} on" if lw and min(lw) != max(lw) else
+    f"from ply {lw[0]} on" if lw else "never"
+  )  # fmt: skip
   return (
     "ExactState collapses long before Labelwise; Gated DeltaNet holds to about ply 180, then "
     "falls abruptly, Mamba-3 and SLiCE decay gradually.",
     "Appendix F, Tables 11-12 (d512, random-uniform)",
     f"{verdict.status(cells)}: the first clause {st1} ({len(plies)} families, random-uniform "
-    f"games, one seed: ExactState falls below half its first bin's value from ply "
-    f"{max(p[0] for p in held)} on at the latest, Labelwise "
-    + ("never falls below half of its" if lw_never else "later")
+    f"games, one seed, each measured above the majority class, the most frequent class of each "
+    f"label over these games predicted at every step, whose ExactState is "
+    f"{pct(majority['exact_state'])}% and whose Labelwise ranges from {pct(mb['labelwise'][0])}% "
+    f"(plies 0-{mb['start'][1] - 1}) to {pct(max(mb['labelwise']))}%: ExactState falls below "
+    f"half its first bin's value from ply "
+    f"{max(p[0] for p in held)} on at the latest, Labelwise's margin over the majority class's "
+    f"below half its first bin's {lw_words}"
+    + (
+      f", Labelwise itself below the majority class's from ply {min(below)}-{max(below)} on"
+      if below
+      else ""
+    )
     + f"); the rest {st2}: {horizon_words('bench_cwm_long')} (d128, one seed, trained on "
     f"{rec['args']['max_len']} steps)",
-    "[bench_cwm_long.json](results/bench_cwm_long.json)",
+    "[bench_cwm_long.json](results/bench_cwm_long.json), "
+    "[majority_bins.json](results/majority_bins.json)",
     cost(MAIN, ("d512",)),
   )
 
@@ -312,8 +361,9 @@ def _lm_cells(runs: dict, notation: str) -> dict:
     if f"{b}-uci" not in runs or f"{b}-{notation}" not in runs:
       continue
     u, a = runs[f"{b}-uci"], runs[f"{b}-{notation}"]
-    cells[b, "ppl"] = [verdict.sign(a["perplexity"]["dev"] < u["perplexity"]["dev"])]
-    cells[b, "exm"] = [verdict.sign(a["end"]["exm"] > u["end"]["exm"])]
+    ratio = a["perplexity"]["dev"] / u["perplexity"]["dev"]  # Printed x0.00.
+    cells[b, "ppl"] = [verdict.compare(ratio, 1.0, "perplexity ratio")]
+    cells[b, "exm"] = [verdict.compare(a["end"]["exm"] / 100, u["end"]["exm"] / 100, "exm")]
   return cells
 
 
@@ -369,20 +419,15 @@ def _lcb() -> list[tuple]:
       )
     return f"{verdict.status(cells)}: " + "; ".join(per) + f" ({scale}, one seed)"
 
-  gpt = runs["gpt2-uci"]
-  c6, margins = {}, []
-  for other in TABLE6_OTHERS:
-    for m in TABLE6_METRICS:
-      d = gpt["end"][m] - runs[f"{other}-uci"]["end"][m]
-      c6[other, m] = [verdict.sign(d > 0, tie=d == 0)]
-      margins.append((d, other, m))
+  c6, margins = _table6_cells(runs)
+  prompts = record("lm_train_s")["data"]["probing_rows"]
   small = min(x for x in margins if x[0] > 0) if any(x[0] > 0 for x in margins) else None
   small_words = (
     f"; the smallest margin {small[0]:.1f} points ({TABLE6_OTHERS[small[1]]}, "
     f"{TABLE6_METRICS[small[2]]})"
     if small
     else ""
-  )
+  ) + _table6_errors(margins, prompts)
   st6 = verdict.status(c6)
   where6 = (
     "GPT-2 micro above each of them on all four of Table 6's columns"
@@ -427,6 +472,43 @@ def _lcb() -> list[tuple]:
       none,
     ),
   ]
+
+
+def _table6_cells(runs: dict) -> tuple[dict, list[tuple]]:
+  """Claim (c)'s cells: GPT-2 micro against each of Table 6's other models on each of its
+  columns (one seed; percentages, a tie within the printed precision); and every margin as
+  (GPT-2 minus the other in points, other, metric, the binomial standard error of the margin)."""
+  gpt = runs["gpt2-uci"]["end"]
+  prompts = record("lm_train_s")["data"]["probing_rows"]
+  cells, margins = {}, []
+  for other in TABLE6_OTHERS:
+    for m in TABLE6_METRICS:
+      a, b = gpt[m] / 100, runs[f"{other}-uci"]["end"][m] / 100
+      cells[other, m] = [verdict.compare(a, b, m)]
+      margins.append((100 * (a - b), other, m, 100 * binomial_se(a, b, prompts)))
+  return cells, margins
+
+
+def binomial_se(a: float, b: float, n: int) -> float:
+  """The standard error of the difference of two shares `a` and `b` of `n` prompts each, taken
+  as independent binomial proportions."""
+  return math.sqrt((a * (1 - a) + b * (1 - b)) / n)
+
+
+def _table6_errors(margins: list[tuple], prompts: int) -> str:
+  """The margins beside their binomial standard errors: how many exceed two, per model."""
+  ses = [m[3] for m in margins]
+  beyond = {o: [m for m in margins if m[1] == o] for o in TABLE6_OTHERS}
+  per = ", ".join(
+    f"{TABLE6_OTHERS[o]} {sum(m[0] > 2 * m[3] for m in ms)} of {len(ms)}"
+    for o, ms in beyond.items()
+  )
+  lo, hi = f"{min(ses):.1f}", f"{max(ses):.1f}"
+  return (
+    f"; each margin's binomial standard error {lo if lo == hi else f'{lo}-{hi}'} points "
+    f"({prompts:,} prompts a column; the metric taken as a share of them); margins beyond two "
+    f"standard errors: {per}"
+  )
 
 
 def findings_paper_lm(table: str) -> list[dict]:

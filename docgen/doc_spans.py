@@ -7,7 +7,7 @@ The other pages' spans are registered by `docgen.record_tables` and `docgen.clai
 import argparse
 from collections.abc import Callable
 
-from chessjax.world_model import report
+from chessjax.world_model import grid, report
 from docgen import (
   claims,
   findings,
@@ -435,6 +435,9 @@ def readme_h200() -> str:
   ms = [r["ms"] for r in ms if r]
   return (
     f"the d512 batch-128 float32 step of 256-step games took {min(ms):.0f}-{max(ms):.0f} ms per "
-    f"family (the paper's whole-run average: {perf_spans.paper_step_ms() / 1e3:.2f} s a step), "
+    f"family (the paper times no step; its longest stage-2 retrains, about "
+    f"{perf_spans.PAPER_RUN_DAYS} days for {grid.STEPS_4_EPOCHS:,} steps, average "
+    f"{perf_spans.paper_step_ms() / 1e3:.2f} s a step, computed here, data loading, validation "
+    "and checkpoints included), "
     f"the `make demo` job {record('demo')['gpu']['wall_s']} s"
   )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from chessjax.world_model import grid
 from docgen import verdict
-from launch.cwm_tables import ABLATIONS, MAIN, SPLITS, paired
+from launch.cwm_tables import ABLATIONS, MAIN, SPLITS
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = {"loss": "loss", "labelwise": "Labelwise", "exact_state": "ExactState"}
@@ -79,14 +79,18 @@ def _join(items: list[str]) -> str:
 
 def claim_cells(rows, base: str, other: str, word: str, splits=SPLITS) -> dict:
   """The rule's cells (`docgen.verdict`) of "`other` is `word` (better or worse) than `base`":
-  (other, split, metric) -> each seed's outcome, same seed against same seed; None where no seed
-  has both runs."""
+  (other, split, metric) -> each seed's outcome (`verdict.compare`: a difference within the
+  printed precision is a tie), same seed against same seed; None where no seed has both runs."""
+  by = {(r["family"], r["seed"]): r for r in rows}
+  seeds = sorted(s for f, s in by if f == other and (base, s) in by)
+  way = 1 if word == "better" else -1
   out = {}
   for split in splits:
     for m in METRICS:
-      better, worse, n, _ = paired(rows, base, other, split, m)
-      way, against = (better, worse) if word == "better" else (worse, better)
-      out[other, split, m] = verdict.outcomes(way, against, n) if n else None
+      signs = [
+        way * verdict.compare(by[other, s][split][m], by[base, s][split][m], m) for s in seeds
+      ]
+      out[other, split, m] = signs or None
   return out
 
 

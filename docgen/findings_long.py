@@ -161,10 +161,23 @@ def _runs_named(rows: list[dict]) -> str:
   return _join([name(r["family"]) for r in rows])
 
 
+def _called(calls: list[int | None], way: int) -> str:
+  """'k of n' runs called `way` (+1 above, -1 below) among the n that could be called, and how
+  many could not (`verdict.stratum_call`: fewer than `verdict.MIN_EXPECTED` expected)."""
+  called = [c for c in calls if c is not None]
+  thin = len(calls) - len(called)
+  return f"{sum(c == way for c in called)} of {len(called)}" + (
+    f" ({thin} too thin)" if thin else ""
+  )
+
+
 def strata_matched(rows: list[dict], split: str = "real") -> list[str]:
   """Per stratum, in how many of the runs with the ply-matched numbers its ExactState is below
-  the other steps' at the same plies and its transition error above theirs; then the strata where
-  that is so in every such run (the reading follows the numbers)."""
+  the other steps' at the same plies and its transition error above theirs, each call made by
+  the claims' rule (`verdict.stratum_call`: a tie within the printed precision, no call where
+  the other steps' rate predicts fewer than `verdict.MIN_EXPECTED` events); then the strata where
+  that is so in every such run, and those too thin to call in some (the reading follows the
+  numbers)."""
   names = strata_names(rows)
   runs = [r for r in rows if has_matched(r)]
   table = [
@@ -173,30 +186,40 @@ def strata_matched(rows: list[dict], split: str = "real") -> list[str]:
     "|---|---:|---:|",
   ]
   every = {"low": [], "breaks": []}
+  thin = []
   for n in names:
     low, breaks = [], []
     for r in runs:
       st = r[split]["long"]["strata"].get(n)
       if st is None:
         continue
-      e, m = st["exact_state"], st["matched"]["exact_state"]
-      if e is not None and m is not None:
-        low.append(e < m)
+      if st["exact_state"] is not None and st["matched"]["exact_state"] is not None:
+        low.append(
+          verdict.stratum_call(st["exact_state"], st["matched"]["exact_state"], st["steps"])
+        )
       te = st.get("transition_error")
       if te and te["error"] is not None and te["matched"]["error"] is not None:
-        breaks.append(te["error"] > te["matched"]["error"])
-    table.append(f"| `{n}` | {sum(low)} of {len(low)} | {sum(breaks)} of {len(breaks)} |")
-    if low and all(low):
+        breaks.append(verdict.stratum_call(te["error"], te["matched"]["error"], te["steps"]))
+    table.append(f"| `{n}` | {_called(low, -1)} | {_called(breaks, 1)} |")
+    if low and all(c == -1 for c in low):
       every["low"].append(f"`{n}`")
-    if breaks and all(breaks):
+    if breaks and all(c == 1 for c in breaks):
       every["breaks"].append(f"`{n}`")
+    if None in low or None in breaks:
+      thin.append(f"`{n}`")
   return [
     *table,
     "",
     f"In every one of these runs ({_runs_named(runs)}; {_seeds(runs)}): ExactState below the "
     f"other steps' at the same plies on {_join(every['low']) if every['low'] else 'no stratum'}; "
     f"the state broken more often than at the other steps of the same plies on "
-    f"{_join(every['breaks']) if every['breaks'] else 'no stratum'}.",
+    f"{_join(every['breaks']) if every['breaks'] else 'no stratum'}."
+    + (
+      f" Too thin to call in some run (the other steps' rate predicts fewer than "
+      f"{verdict.MIN_EXPECTED} exact or broken states on the stratum's steps): {_join(thin)}."
+      if thin
+      else ""
+    ),
   ]
 
 
@@ -211,23 +234,38 @@ def strata_findings() -> list[str]:
   older = [r for r in rows if not has_matched(r)]
   lines = strata_matched(rows) + [""] if some else []
   if older:
-    below, never = [], []
+    below, thin, never, unscored = [], [], [], []
     for s in names:
-      es = [r["real"]["long"]["strata"].get(s, {}).get("exact_state") for r in older]
-      if all(
-        e is not None and e < r["real"]["exact_state"] for e, r in zip(es, older, strict=True)
-      ):
+      pairs = [
+        (r["real"]["long"]["strata"][s], r) for r in older if s in r["real"]["long"]["strata"]
+      ]
+      if not pairs:  # A stratum added after these runs were evaluated.
+        unscored.append(f"`{s}`")
+        continue
+      calls = [verdict.stratum_call(st["exact_state"], r["real"]["exact_state"], st["steps"])
+               for st, r in pairs]  # fmt: skip
+      if len(pairs) == len(older) and all(c == -1 for c in calls):
         below.append(f"`{s}`")
-      if all((e or 0) == 0 for e in es):
+      elif None in calls:
+        thin.append(f"`{s}`")
+      if len(pairs) == len(older) and all((st["exact_state"] or 0) == 0 for st, _ in pairs):
         never.append(f"`{s}`")
-    rest = [f"`{s}`" for s in names if f"`{s}`" not in below]
+    rest = [f"`{s}`" for s in names if f"`{s}`" not in below + thin + unscored]
     lines.append(
       f"Runs without the ply-matched numbers ({_runs_named(older)}; {_seeds(older)}; evaluated "
       "before they existed) compare each stratum with the run's overall ExactState only, which "
       "says as much about when its events happen as about the rule. On real games: below it in "
       f"every one of them on {_join(below) if below else 'no stratum'}; at or above it in some "
-      f"on {_join(rest) if rest else 'none'}; zero in every one on "
-      f"{_join(never) if never else 'none'}."
+      f"on {_join(rest) if rest else 'none'}"
+      + (
+        f"; too thin to call in some (fewer than {verdict.MIN_EXPECTED} exact steps expected at "
+        f"the run's overall rate) on {_join(thin)}"
+        if thin
+        else ""
+      )
+      + f"; zero in every one on {_join(never) if never else 'none'}"
+      + (f"; not scored in these runs: {_join(unscored)}" if unscored else "")
+      + "."
     )
   top = max(
     (r["random"]["long"]["strata"][s]["exact_state"] or 0, s, r["family"])

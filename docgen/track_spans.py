@@ -318,7 +318,8 @@ def backbone_findings() -> list[str]:
     k = max(lift, key=lambda k, p=probe: lift[k][p])
     most.append(f"{words} {BACKBONES[k]} ({lift[k][probe]:+.1f} points)")
   return [
-    f"* {BACKBONES[top]} has the lowest perplexity, {ppl['gpt2-uci'] / ppl[top]:.1f}x below the "
+    f"* {BACKBONES[top]} has the lowest perplexity of the UCI runs, "
+    f"{ppl['gpt2-uci'] / ppl[top]:.1f}x below the "
     f"Transformer's; End-Actual ExM {rows[top]['end']['exm']:.1f} against the random-legal "
     f"{rl()['end_actual_exm']:.1f} (the others {_join(others)}).",
     "* The largest lift of a linear probe over its randomly initialised control: "

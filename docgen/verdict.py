@@ -25,10 +25,24 @@ RULE = (
   "claim is **not run at a scale where it could show** when no record holds any of its cells; it "
   "**holds** when every cell holds; it is **contradicted here** when every cell that was run is "
   "opposite; **partly** when some cells hold and others do not or were not run (the row names "
-  "which hold); it **does not hold** otherwise. One seed is one seed: where a record has one "
-  "seed, a cell holds or is opposite on that seed alone, and the row says one seed. A status at "
-  "this repository's scale says nothing of the paper's."
+  "which hold); it **does not hold** otherwise. A difference within the printed precision (less "
+  "than 0.01 points of a percentage, 0.0001 of a loss, 0.01 of a ratio) is a tie. A stratum (the "
+  "steps of one kind of event) is called above or below the other steps at the same plies only "
+  "when the count their rate predicts for it (their ExactState, or their share of broken states, "
+  "times the stratum's steps) is at least 5: below that the evidence is too thin to call either "
+  "way. One seed is one seed: where a record has one seed, a cell holds or is opposite on that "
+  "seed alone, and the row says one seed. A status at this repository's scale says nothing of "
+  "the paper's."
 )
+
+# A difference smaller than the last printed digit is a tie: percentages print to 2 decimals
+# (accuracies are stored as shares, so 0.01 points is 1e-4), losses to 4.
+SHARE_TIE = 1e-4
+LOSS_TIE = 1e-4
+RATIO_TIE = 0.01  # A ratio printed to 2 decimals (x2.84).
+# A stratum's expected count (the other steps' rate at the same plies x its steps) below this is
+# too thin to call it above or below them: 0 observed against 1.3 expected is no evidence.
+MIN_EXPECTED = 5
 
 Cells = dict[Hashable, Sequence[int] | None]
 
@@ -75,6 +89,34 @@ def outcomes(better: int, worse: int, seeds: int) -> list[int]:
 def sign(claim_way: bool, tie: bool = False) -> int:
   """One seed's outcome."""
   return 0 if tie else (1 if claim_way else -1)
+
+
+def tolerance(metric: str) -> float:
+  """The tie tolerance of a metric: `LOSS_TIE` for a loss (any name with "loss"), `RATIO_TIE` for
+  a ratio (a name with "ratio"), else `SHARE_TIE` (an accuracy stored as a share, printed as a
+  percentage to 2 decimals)."""
+  if "loss" in metric:
+    return LOSS_TIE
+  return RATIO_TIE if "ratio" in metric else SHARE_TIE
+
+
+def compare(a: float, b: float, metric: str, tol: float | None = None) -> int:
+  """+1 when `a` is better than `b` on `metric` (lower for a loss or a ratio, higher for a
+  share), -1 when worse, 0 when they differ by less than the printed precision (`tolerance`, or
+  `tol`)."""
+  d = b - a if "loss" in metric or "ratio" in metric else a - b
+  tol = tolerance(metric) if tol is None else tol
+  return 0 if abs(d) < tol else (1 if d > 0 else -1)
+
+
+def stratum_call(rate: float | None, expected_rate: float | None, steps: int) -> int | None:
+  """A stratum's rate (ExactState, or share of broken states) against the other steps' at the
+  same plies: +1 above, -1 below, 0 a tie (`SHARE_TIE`), None when it cannot be called: no rate,
+  or an expected count `expected_rate * steps` below `MIN_EXPECTED`."""
+  if rate is None or expected_rate is None or expected_rate * steps < MIN_EXPECTED:
+    return None
+  d = rate - expected_rate
+  return 0 if abs(d) < SHARE_TIE else (1 if d > 0 else -1)
 
 
 def _join(items: list[str]) -> str:

@@ -13,9 +13,9 @@ MAIN = ("transformer", "slice", "gated_deltanet", "mamba3")
 
 
 def _with_matched(rec: dict, low: set[str], breaks: set[str]) -> dict:
-  """`rec` with every main-family run given matched numbers: a stratum in `low` 0.01 below its
-  matched ExactState (else 0.01 above), one in `breaks` with a transition error 0.05 above its
-  matched (else 0.05 below); `ep_label` added."""
+  """`rec` with every main-family run given matched numbers: a stratum's ExactState at least
+  0.05, in `low` 0.01 below its matched ExactState (else 0.01 above), one in `breaks` with a
+  transition error 0.05 above its matched (else 0.05 below); `ep_label` added."""
   rec = copy.deepcopy(rec)
   for r in rec["runs"]:
     if r["family"] not in MAIN:
@@ -24,9 +24,8 @@ def _with_matched(rec: dict, low: set[str], breaks: set[str]) -> dict:
       strata = r[split]["long"]["strata"]
       strata["ep_label"] = {"steps": 900, "exact_state": 0.05}
       for name, st in strata.items():
-        e = st["exact_state"]
-        if e is None:
-          st["exact_state"] = e = 0.0
+        # At least 5% exact: every stratum's expected count is large enough to be called.
+        st["exact_state"] = e = max(st["exact_state"] or 0.0, 0.05)
         st["matched"] = {"steps": st["steps"], "exact_state": e + (0.01 if name in low else -0.01)}
         t = 0.2
         st["transition_error"] = {
@@ -87,9 +86,19 @@ def test_matched_runs_show_both_numbers_and_the_reading_follows_them(monkeypatch
   )
 
   # One run's capture above its matched value: the reading no longer says "every run".
-  rows[0]["real"]["long"]["strata"]["capture"]["matched"]["exact_state"] = 0.0
+  capture = rows[0]["real"]["long"]["strata"]["capture"]
+  capture["matched"]["exact_state"] = capture["exact_state"] - 0.01
   said = "\n".join(findings_long.strata_findings())
   assert "| `capture` | 3 of 4 |" in said and "on `ep_label`; the state broken" in said
+  assert "Too thin" not in said
+
+  # 0 exact steps on 13 steps whose matched ExactState is 10%: 1.3 expected, too thin to call
+  # below (the claims' rule, `verdict.MIN_EXPECTED`).
+  capture.update(steps=13, exact_state=0.0, matched={"steps": 13, "exact_state": 0.1})
+  said = "\n".join(findings_long.strata_findings())
+  assert "| `capture` | 3 of 3 (1 too thin) |" in said
+  assert "below the other steps' at the same plies on `ep_label`;" in said
+  assert "fewer than 5 exact or broken states on the stratum's steps): `capture`." in said
 
 
 def test_every_run_matched_leaves_no_older_sentence(monkeypatch):

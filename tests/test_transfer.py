@@ -60,7 +60,7 @@ def test_transfer_end_to_end_and_a_rerun_does_nothing_new(small_dataset, tmp_pat
       scratch = workdirs.read_summary(transfer.run_dir(work, family, "scratch", n))
       assert "init" not in scratch
   text = (work / "transfer.md").read_text()
-  assert "| slice | 0 (source) |" in text and "| slice | 16 |" in text
+  assert "| slice | 8 | 0 |" in text and "| slice | 16 | 0 |" in text  # Per N, seeds, arms.
   assert (work / "transfer.png").read_bytes()[:4] == b"\x89PNG"
   segments = _segments(work)
   capsys.readouterr()

@@ -82,6 +82,32 @@ def test_the_old_lenient_rule_is_gone():
   assert verdict.status(cells) == verdict.DOES_NOT_HOLD
 
 
+def test_a_difference_within_the_printed_precision_is_a_tie():
+  # Percentages print to 2 decimals: 0.004 points (4e-5 of a share) is a tie, 0.02 points is not.
+  assert verdict.compare(0.50004, 0.5, "labelwise") == 0
+  assert verdict.compare(0.5002, 0.5, "labelwise") == 1
+  assert verdict.compare(0.4998, 0.5, "exact_state") == -1
+  # Losses print to 4 decimals; lower is better.
+  assert verdict.compare(0.70004, 0.7, "loss") == 0
+  assert verdict.compare(0.6998, 0.7, "loss") == 1 and verdict.compare(0.7002, 0.7, "loss") == -1
+  # SLiCE better by 0.004 points of Labelwise and ExactState in seed 0 (by 0.0004 of loss), by
+  # more in seed 1: the accuracy cells are split (a tie and a win), the loss cells hold.
+  cells = claim_cells(_rows({0: 0.0004, 1: 0.1}), "transformer", "slice", "better")
+  assert cells["slice", "real", "labelwise"] == [0, 1] and cells["slice", "real", "loss"] == [1, 1]
+  assert verdict.cell(cells["slice", "random", "exact_state"]) == "mixed"
+  assert verdict.status(cells) == verdict.PARTLY
+
+
+def test_a_stratum_is_called_only_on_enough_expected_events():
+  # 0 exact steps of 13 where the other steps at the same plies are 10% exact: 1.3 expected.
+  assert verdict.stratum_call(0.0, 0.1, 13) is None
+  assert verdict.stratum_call(0.0, 0.1, 50) == -1  # 5 expected, none seen: below.
+  assert verdict.stratum_call(0.3, 0.1, 50) == 1
+  assert verdict.stratum_call(0.10004, 0.1, 1000) == 0  # 0.004 points: a tie.
+  assert verdict.stratum_call(None, 0.1, 1000) is None
+  assert str(verdict.MIN_EXPECTED) in verdict.RULE and "0.01 points" in verdict.RULE
+
+
 @pytest.mark.parametrize("bad", [{}, {"a": []}, {"a": [2]}])
 def test_bad_cells_are_refused(bad):
   with pytest.raises(ValueError):

@@ -13,7 +13,8 @@ every evaluator of a workdir) is scored on every game of each split (truncated t
 and WORKDIR/eval/ (WORKDIR a local path or a URL such as `gs://bucket/run`) receives:
   NAME.json        all metrics (`chessjax.world_model.metrics`), checkpoint step, dataset,
                    throughput and the first wrong step of every game (`first_error_steps`, game
-                   order, -1 = never)
+                   order, -1 = never); for atomic games also `after_divergence`, the metrics of
+                   the steps where the rules differ (`chessjax.world_model.divergence`)
   NAME.md          the paper's table (Loss, Labelwise, ExactState, Trajectory), accuracy per label
                    group, first-error summary, non-finite logit counts, truncation, throughput
                    and the strata: ExactState and label groups on the hard steps (captures,
@@ -58,7 +59,7 @@ from chessjax.batches import eval_batches
 from chessjax.data import pipeline
 from chessjax.data.source import read_manifest, resolve_split, variant_of_manifest
 from chessjax.files import as_path, is_url, write_json, write_text
-from chessjax.world_model import eval_report, metrics, strata
+from chessjax.world_model import divergence, eval_report, metrics, strata
 
 # ------------------------------------------------------------------------------------------------
 # Per-batch computation
@@ -70,8 +71,8 @@ def eval_batch(logits_fn, params, model_state, batch: dict) -> tuple[dict, dict]
   Extras: `index` int32[B] (game position in the split, -1 pad rows), `pred_first` uint8[B, 75],
   the argmax labels at each game's first wrong step (meaningless for exact games and pad rows),
   `group_hits` uint8[B, T, G], the right labels of each label group at every step (for the
-  strata and the per-game scores), and `game_ce` float32[B], each game's cross-entropy summed
-  over its steps and labels.
+  strata and the per-game scores), `step_ce` float32[B, T], each step's cross-entropy summed
+  over its labels (0 on padding), and `game_ce` float32[B], its sum over the game's steps.
   """
   logits = logits_fn(params, model_state, batch)
   stats = metrics.batch_stats(logits, batch["states"], batch["mask"])
@@ -79,12 +80,13 @@ def eval_batch(logits_fn, params, model_state, batch: dict) -> tuple[dict, dict]
   at_step = jnp.take_along_axis(logits, step[:, None, None], axis=1)[:, 0]  # [B, 1878]
   pred = labels.argmax_labels(at_step).astype(jnp.uint8)  # Every class count is <= 256.
   ce, hit = metrics.per_label(logits, batch["states"])
-  game_ce = jnp.sum(jnp.where(batch["mask"], ce.sum(-1), 0.0), axis=1)  # [B], summed over labels
+  step_ce = jnp.where(batch["mask"], ce.sum(-1), 0.0)  # [B, T], summed over labels
+  game_ce = jnp.sum(step_ce, axis=1)  # [B]
   group_hits = jnp.stack(
     [hit[..., first : first + count].sum(-1) for _, first, count, _ in labels.GROUPS], axis=-1
   ).astype(jnp.uint8)  # A group has at most 64 labels.
   extras = {"index": batch["index"], "pred_first": pred, "group_hits": group_hits}
-  return stats, {**extras, "game_ce": game_ce}
+  return stats, {**extras, "game_ce": game_ce, "step_ce": step_ce}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -111,7 +113,9 @@ def evaluate_split(
   `first_error_steps` (int per game, -1 when never wrong), `exact_steps` (exact steps per game),
   `game_loss` (each game's loss: its mean per-label cross-entropy) and its maximum, `per_ply`
   (steps scored, exact steps and right labels at each step t, for curves at any resolution),
-  `strata` (`chessjax.world_model.strata`) and `failures` (game index -> (first wrong step,
+  `strata` (`chessjax.world_model.strata`), for an atomic dataset `after_divergence` (loss,
+  Labelwise, ExactState and Trajectory over the steps from each game's first divergent ply on:
+  `chessjax.world_model.divergence`), and `failures` (game index -> (first wrong step,
   predicted labels there), not JSON).
   """
   config, fns, state, step = restored.config, restored.fns, restored.state, restored.step
@@ -153,7 +157,13 @@ def evaluate_split(
     sharding=fns.data_sharding,
   )
 
-  acc, scores = metrics.Accumulator(), metrics.GameScores(scored, flags, strata.names(variant))
+  after = None
+  if variant == "atomic":  # The steps from each game's first divergent ply on.
+    after = divergence.AfterDivergence(
+      divergence.dataset_first_plies(path, split, num_games, scored)
+    )
+  acc = metrics.Accumulator()
+  scores = metrics.GameScores(scored, flags, strata.names(variant), after=after)
 
   def consume(out):
     stats, extras = out

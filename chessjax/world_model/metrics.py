@@ -201,10 +201,11 @@ class GameScores:
 
   `scored` int[N]: the steps scored of each of the split's N games (its length, cut to the
   evaluation's max_len); `flags`: each game's `strata.game_flags`, in the same order, whose
-  columns are `names` (`strata.names` of the games' rules).
+  columns are `names` (`strata.names` of the games' rules); `after`: for atomic games, a
+  `divergence.AfterDivergence` fed each game's steps (None: no `after_divergence` in `result`).
   """
 
-  def __init__(self, scored: np.ndarray, flags: list[np.ndarray], names=strata.NAMES):
+  def __init__(self, scored: np.ndarray, flags: list[np.ndarray], names=strata.NAMES, after=None):
     n = len(scored)
     self.scored, self.flags = scored, flags
     self.first_steps = np.full(n, -2, dtype=np.int64)  # -2: not seen yet.
@@ -213,21 +214,25 @@ class GameScores:
     self.ply = {k: np.zeros(int(scored.max()), np.int64) for k in ("steps", "exact", "correct")}
     self.failures: dict[int, tuple[int, np.ndarray]] = {}
     self.strata = strata.StrataAccumulator(names)  # The flags' columns (`strata.names`).
+    self.after = after
 
   def add(self, stats: dict, extras: dict) -> None:
     """One batch's `batch_stats` (its `first_error`) and per-game extras (host arrays): `index`
     int[B] (game in the split, -1 pad rows), `pred_first` [B, 75] (argmax labels at the first
-    wrong step), `group_hits` [B, T, G] (right labels per label group) and `game_ce` [B] (summed
-    cross-entropy)."""
+    wrong step), `group_hits` [B, T, G] (right labels per label group), `game_ce` [B] (summed
+    cross-entropy) and, for `after`, `step_ce` [B, T] (cross-entropy summed over each step's
+    labels)."""
+    step_ces = extras["step_ce"] if self.after is not None else [None] * len(extras["index"])
     rows = zip(
       extras["index"],
       stats["first_error"],
       extras["pred_first"],
       extras["group_hits"],
       extras["game_ce"],
+      step_ces,
       strict=True,
     )
-    for g, first, pred, hits, ce in rows:
+    for g, first, pred, hits, ce, step_ce in rows:
       if g < 0:
         continue
       self.game_loss[g] = ce / (labels.NUM_LABELS * self.scored[g])
@@ -239,6 +244,8 @@ class GameScores:
       self.ply["exact"][:n] += exact
       self.ply["correct"][:n] += hits.sum(-1, dtype=np.int64)
       self.strata.add(self.flags[g][:n], exact, hits)
+      if self.after is not None:
+        self.after.add(g, exact, hits.sum(-1, dtype=np.int64), step_ce[:n])
       if first == np.iinfo(np.int32).max:
         self.first_steps[g] = -1
       else:
@@ -255,8 +262,8 @@ class GameScores:
     game), `game_loss` (each game's mean per-label cross-entropy) and `max_game_loss`, `per_ply`
     (steps scored, exact steps and right labels at each step t), `strata`
     (`strata.StrataAccumulator.result`) and `failures` (game -> (first wrong step, predicted labels
-    there); not JSON)."""
-    return {
+    there); not JSON); with `after`, `after_divergence` (`divergence.AfterDivergence.result`)."""
+    out = {
       "first_error_steps": self.first_steps.tolist(),
       "exact_steps": self.exact_steps.tolist(),
       "game_loss": self.game_loss.tolist(),
@@ -265,6 +272,9 @@ class GameScores:
       "strata": self.strata.result(),
       "failures": self.failures,
     }
+    if self.after is not None:
+      out["after_divergence"] = self.after.result()
+    return out
 
 
 def state_metrics(logits, states, mask) -> dict:

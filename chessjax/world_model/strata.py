@@ -31,7 +31,8 @@ evaluations and their records are as before):
                   a move that leaves the own king attacked by a piece whose capture of it would
                   explode both kings). The converse, a move legal in standard chess and not in
                   atomic (a king capture, a capture exploding the own king), is never played in
-                  an atomic game, so it is not a stratum of one.
+                  an atomic game, so it is not a stratum of one. Not the first divergent ply
+                  (`chessjax.world_model.divergence`), from which on the rule sets may differ.
 
 Events come at their own plies (castling early, promotions late), and ExactState depends mostly on
 the ply: a stratum's score alone says as much about when its events happen as about the rule.

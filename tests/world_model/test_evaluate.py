@@ -618,3 +618,42 @@ def test_gallery_and_track_pages(run_dir, data, restored, monkeypatch, tmp_path)
   assert view["moves"] == [None, *OPENING]
   assert view["pred"] == [s["pred"].tolist() for s in steps]
   assert view["first_wrong"] == next((s["step"] for s in steps if not s["exact"]), -1)
+
+
+def test_after_divergence_of_an_atomic_evaluation(run_dir, data, restored, tmp_path):
+  """An atomic dataset's `after_divergence`: the model's metrics over the steps from each game's
+  first divergent ply on (`divergence.first_divergent_ply`, checked against python-chess in
+  tests/world_model/test_divergence.py), equal to the metrics of the logits computed directly
+  with every other step masked out; a chess dataset's evaluation has no such key."""
+  from chessjax.world_model import divergence
+  from data_prep import random_uniform
+
+  atomic = tmp_path / "atomic"
+  random_uniform.generate(atomic, games=8, seed=0, variant="atomic", workers=1, progress=False)
+  config, fns, state = restored.config, restored.fns, restored.state
+  max_len = config.data.max_len
+  r = evaluate.evaluate(
+    run_dir, {"atomic": (atomic, None)}, restored=restored, boards=0, batch_size=4
+  )["atomic"]
+  moves, states, mask = _padded_games(atomic, "test", max_len)
+  plies = [
+    divergence.first_divergent_ply(m, "pseudo", k.sum()) for m, k in zip(moves, mask, strict=True)
+  ]
+  after = mask.copy()
+  for g, k in enumerate(plies):
+    after[g, : (max_len if k is None else k)] = False
+  logits = np.asarray(fns.predict(state["params"], state["model_state"], jnp.asarray(moves)))
+  want = metrics.state_metrics(logits, states, after)
+  got = r["after_divergence"]
+  assert got["steps"] == want["steps"] == after.sum() > 0
+  assert got["games"] == want["games"] and got["games_without_divergence"] == 8 - want["games"]
+  assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
+  for key in ("labelwise", "exact_state", "trajectory"):
+    assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-9), key
+  saved = json.loads((run_dir / "eval" / "atomic.json").read_text())
+  assert saved["after_divergence"] == got
+  chess_result = evaluate.evaluate(
+    run_dir, {"chess": (data["single"], None)}, restored=restored, boards=0
+  )["chess"]
+  assert "after_divergence" not in chess_result
+  assert "after_divergence" not in json.loads((run_dir / "eval" / "chess.json").read_text())
