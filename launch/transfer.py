@@ -436,11 +436,11 @@ def protocol(args) -> dict:
 
 def test_sets(args, work: Path) -> dict:
   """What the test sets share: each atomic game against its chess twin (the chess game of the
-  same per-game seed), from `chessjax.atomic.divergence.twin_summary` when both sets exist."""
+  same per-game seed), from `chessjax.world_model.divergence.twin_summary` when both exist."""
   paths = data_paths(args, work)
   if not all((paths[s] / "manifest.json").exists() for s in SPLITS):
     return {}
-  from chessjax.atomic import divergence
+  from chessjax.world_model import divergence
 
   return {"twins": divergence.twin_summary(paths["atomic"], paths["chess"], args.max_len)}
 
