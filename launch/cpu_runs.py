@@ -1,29 +1,17 @@
-"""What the CPU-scale world-model commands (`launch.cwm_mini`, `launch.transfer`) share: runs as
-subprocesses on one pinned core with their wall and CPU time in the run's bench.json, and the d128
-CPU-scale recipe (the master games, the family's Table 7 numbers at d128, the warmup scaled).
+"""What the CPU-scale world-model commands (`launch.cwm_mini`, `launch.transfer`) share: the d128
+CPU-scale recipe (the master games, the family's Table 7 numbers at d128, the warmup scaled) and
+what a record keeps of a stratum. Their tasks run through `launch.local` (here, on pinned cores,
+timed into bench.json) or `launch.slurm_jobs`.
 
-* `quiet`: a data-preparation command, its output appended to a log;
 * `master_part`, `masters_train_command`: the master games and their train/validation split;
 * `warmup`, `d128_command`: the `chessjax.main` command of one d128 run;
-* `segment`, `bench_record`: one phase of a run on one core, timed into bench.json
-  ({"segments": [{phase, core, start, end, wall_s, cpu_s, returncode}, ...]});
-* `on_cores`: runs one at a time on each of several cores;
-* `evaluated`, `stratum`: whether a run is scored, and what a record keeps of a stratum.
+* `stratum`: what a record keeps of a stratum.
 """
 
-import json
-import os
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-from chessjax.files import write_json
-from chessjax.machine import pinned_env
 from chessjax.spec import DataSpec
-from chessjax.workdir import EVAL_DIR
 from chessjax.world_model import grid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,12 +20,6 @@ MASTERS = REPO.parent / "shared" / "data" / "masters"
 
 # ------------------------------------------------------------------------------------------------
 # Data
-
-
-def quiet(cmd: list[str], log: Path) -> None:
-  """Runs `cmd` from the repository, its output appended to `log`; raises if it fails."""
-  with open(log, "a") as f:
-    subprocess.run(cmd, cwd=REPO, check=True, stdout=f, stderr=subprocess.STDOUT)
 
 
 def master_part(masters: Path, n: int) -> str:
@@ -97,73 +79,7 @@ def d128_command(
 
 
 # ------------------------------------------------------------------------------------------------
-# Runs on pinned cores
-
-
-def bench_record(workdir: Path) -> dict:
-  """The run's bench.json: {"segments": [...]}, empty when there is none yet."""
-  path = workdir / "bench.json"
-  return json.loads(path.read_text()) if path.exists() else {"segments": []}
-
-
-def _close_killed_segment(workdir: Path, record: dict) -> None:
-  """A segment that started but never ended (the session stopped): wall time up to the last write
-  of its log, CPU time unknown."""
-  for s in [s for s in record["segments"] if "end" not in s]:
-    log = workdir / f"{s['phase']}.log"
-    s["end"] = log.stat().st_mtime if log.exists() else s["start"]
-    s["wall_s"], s["cpu_s"], s["killed"] = s["end"] - s["start"], None, True
-
-
-def segment(workdir: Path, phase: str, cmd: list[str], core: int, *, close_killed=False) -> int:
-  """Runs one phase of a run on `core` (`taskset`, one XLA thread), appending its output to
-  PHASE.log and its wall and CPU time to bench.json; returns its exit code. With `close_killed`,
-  a segment an earlier session left open is first closed (`_close_killed_segment`); without, it
-  stays open (no end, no times)."""
-  record = bench_record(workdir)
-  if close_killed:
-    _close_killed_segment(workdir, record)
-  entry = {"phase": phase, "core": core, "start": time.time()}
-  record["segments"].append(entry)
-  write_json(workdir / "bench.json", record)
-  prefix, env = pinned_env(core)
-  with open(workdir / f"{phase}.log", "a") as log:
-    proc = subprocess.Popen(prefix + cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-  entry["end"] = time.time()
-  entry["wall_s"], entry["cpu_s"] = entry["end"] - entry["start"], usage.ru_utime + usage.ru_stime
-  entry["returncode"] = os.waitstatus_to_exitcode(status)
-  write_json(workdir / "bench.json", record)
-  return entry["returncode"]
-
-
-def on_cores(cores: str, todo: list, run: Callable[[object, int], None]) -> None:
-  """`run(item, core)` for every item of `todo`, in order, one at a time on each core of `cores`
-  ("0,1": two at a time)."""
-  todo, lock = list(todo), threading.Lock()
-
-  def lane(core: int) -> None:
-    while True:
-      with lock:
-        if not todo:
-          return
-        item = todo.pop(0)
-      run(item, core)
-
-  threads = [threading.Thread(target=lane, args=(int(c),)) for c in cores.split(",")]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join()
-
-
-# ------------------------------------------------------------------------------------------------
 # Scores
-
-
-def evaluated(workdir: Path, splits) -> bool:
-  """Whether the run has been scored on every split (`chessjax.world_model.evaluate`)."""
-  return all((workdir / EVAL_DIR / f"{s}.json").exists() for s in splits)
 
 
 def stratum(v: dict) -> dict:

@@ -1,17 +1,26 @@
 """The Chess-World-Model paper's d128 ranking at CPU scale (Walker & Lyons 2026, Tables 8-10):
 every main family and every ablation, several seeds, one protocol, resumable across sessions.
 
-    python -m launch.cwm_mini [--work runs/bench_cwm_mini] [--cores 1] \\
-        [--steps 3000] [--families transformer,slice,...] [--report-only]
+    python -m launch.cwm_mini [--work runs/bench_cwm_mini] [--cores 1 | --jobs N] \\
+        [--steps 3000] [--families transformer,slice,...] [--train-pgn PGN] [--test-pgn PGN] \\
+        [--scheduler local|slurm [--wait]] [--report-only]
 
-Data (built once under WORK/data; the master games are never copied into the repository):
-* train: parts 01 and 02 of `../shared/data/masters` (master games from PGN Mentor's "Players"
-  collections), through
-  `data_prep.process_pgn` with the paper's bucket rule and `--val-fraction 0.01` (about 1,000
-  validation games, of which the first `--eval-batches` batches are scored during training);
-* real test: the first `--test-games` kept games of part 08, a file no run trains on;
-* random-uniform test: the paper's seed-0 set, game for game (`data_prep.random_uniform --seed 0
-  --compat reference`), its first `--test-games` games.
+The experiment is a plan of tasks (`launch.manifest.Task`) in four stages, run here by
+`launch.local` (`--cores 0,1`: one task at a time on each core, pinned with one XLA thread;
+`--jobs N`: N at a time, unpinned) or submitted to SLURM (`--scheduler slurm`: each stage a job
+array, each step between stages a job; `launch.cluster status WORK` reads it):
+1. data (built once under WORK/data; the master games are never copied into the repository):
+   * train: parts 01 and 02 of `../shared/data/masters` (master games from PGN Mentor's "Players"
+     collections; `--train-pgn PGN`: a PGN of your own instead), through `data_prep.process_pgn`
+     with the paper's bucket rule and `--val-fraction 0.01` (about 1,000 validation games, of
+     which the first `--eval-batches` batches are scored during training);
+   * real test: the first `--test-games` kept games of part 08, a file no run trains on
+     (`--test-pgn PGN`: the first `--test-games` games of your own PGN instead);
+   * random-uniform test: the paper's seed-0 set, game for game (`data_prep.random_uniform --seed
+     0 --compat reference`), its first `--test-games` games.
+2. train: one run per family and seed (below).
+3. evaluate: each run scored on both test sets as soon as it is trained.
+4. report: the command again with `--report-only` (the tables, curves and report below).
 
 Protocol (the same for every family): d128, batch `--batch-size` 32, games cut at `--max-len`
 256 steps in training and in evaluation (the scores are over the first 256 steps of each test game;
@@ -28,10 +37,13 @@ Resuming: a run is `WORK/runs/FAMILY_sSEED/`, a chessjax workdir; rerunning the 
 an unfinished run from its newest checkpoint and evaluates finished ones once (`eval/*.json`).
 Across sessions and machines: `--record` (default `docs/results/bench_cwm_mini.json`, the
 committed tables.json of earlier sessions) holds finished runs; a planned run found there and not
-in WORK is not trained again and enters the tables from the record (`--record ""` retrains
-everything from scratch); `--update-record` writes this report's tables.json back to it.
-Wall and CPU time of every segment go to the run's `bench.json`; a segment killed by the end of a
-session is counted by its wall time up to the run's last log line, its CPU time as unknown.
+in WORK is left out of the plan (not trained again) and enters the tables from the record
+(`--record ""` retrains everything from scratch); `--update-record` writes this report's
+tables.json back to it. `--train-only` trains the planned runs and scores none.
+Wall and CPU time of every task go to the run's `bench.json`; a segment killed by the end of a
+session is counted by its wall time up to the run's last log line, its CPU time as unknown. SIGTERM
+(e.g. `timeout 3h`) stops the running tasks at a saved step (exit 75); a task that fails is named
+with its log and the command exits 1.
 
 Long games: `--eval-max-len N` scores each test game's first N steps instead of `--max-len`
 (1,024 covers every game of both test sets: the longest random-uniform game has 708 steps, the
@@ -68,11 +80,11 @@ from pathlib import Path
 
 import numpy as np
 
+from chessjax import rundir
 from chessjax.files import write_json, write_text
 from chessjax.machine import cpu_model
-from chessjax.workdir import EVAL_DIR, finished, read_summary
-from launch import cpu_runs
-from launch.cpu_runs import MASTERS, bench_record, master_part, quiet, segment, stratum
+from launch import cpu_runs, cwm_tables, local, manifest, scheduler
+from launch.cpu_runs import MASTERS, master_part, stratum
 from launch.cwm_tables import (  # noqa: F401 (the tables' names, as before the split)
   ABLATIONS,
   BIN,
@@ -85,19 +97,27 @@ from launch.cwm_tables import (  # noqa: F401 (the tables' names, as before the 
   long_tables_markdown,
   paired,
   paper_d128,
-  plan,
   summarize,
   tables_markdown,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "docs" / "results" / "bench_cwm_mini.json"
+STAGES = ("data", "train", "evaluate", "report")
+PATH_FLAGS = ("work", "masters", "record", "train_pgn", "test_pgn")  # Made absolute.
+DATA = {"train": "train_data", "real": "real_test", "random": "random_test"}  # Task names.
 
 
 def parse_args(argv=None):
-  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  ap = argparse.ArgumentParser(
+    prog="python -m launch.cwm_mini",
+    description=__doc__,
+    formatter_class=argparse.RawTextHelpFormatter,
+  )
   ap.add_argument("--work", default=str(REPO / "runs" / "bench_cwm_mini"))
   ap.add_argument("--masters", default=str(MASTERS), help="folder of pgnmentor_players_part*.bz2")
+  ap.add_argument("--train-pgn", default="", help="train on this PGN instead of master parts 01-02")
+  ap.add_argument("--test-pgn", default="", help="real test games from this PGN instead of part 08")
   ap.add_argument("--families", default=",".join(MAIN + tuple(ABLATIONS)))
   ap.add_argument("--seeds", default="0,1,2", help="seeds of the main families")
   ap.add_argument("--ablation-seeds", default="0,1", help="seeds of the ablations")
@@ -114,7 +134,6 @@ def parse_args(argv=None):
   ap.add_argument("--eval-every", type=int, default=250)
   ap.add_argument("--eval-batches", type=int, default=10)
   ap.add_argument("--test-games", type=int, default=10_000)
-  ap.add_argument("--cores", default="1", help="one run at a time on each of these cores")
   ap.add_argument("--tag", default="", help="suffix of the run folders (e.g. _x4 for --steps x4)")
   ap.add_argument("--report-only", action="store_true", help="write the tables from what exists")
   ap.add_argument("--train-only", action="store_true", help="train the planned runs, score none")
@@ -122,7 +141,18 @@ def parse_args(argv=None):
     "--record", default=str(RECORD), help='finished runs of earlier sessions ("": none)'
   )
   ap.add_argument("--update-record", action="store_true", help="write the tables.json to --record")
-  return ap.parse_args(argv)
+  scheduler.add_flags(ap, cores="1")
+  args = ap.parse_args(argv)
+  for flag in PATH_FLAGS:  # Tasks run from the repository root: every path made absolute.
+    if getattr(args, flag):
+      setattr(args, flag, str(Path(getattr(args, flag)).resolve()))
+  for flag in ("train_pgn", "test_pgn"):
+    if getattr(args, flag) and not Path(getattr(args, flag)).is_file():
+      ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: no such file")
+  for flag in ("steps", "batch_size", "max_len", "test_games"):
+    if getattr(args, flag) < 1:
+      ap.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+  return args
 
 
 def recorded(args) -> dict[tuple[str, int], dict]:
@@ -139,38 +169,35 @@ def recorded(args) -> dict[tuple[str, int], dict]:
 
 
 # ------------------------------------------------------------------------------------------------
-# Data
+# The plan
 
 
-def prepare(args, work: Path) -> dict:
-  """The three datasets (each skipped when its manifest exists)."""
-  masters = Path(args.masters)
-  data = work / "data"
-  data.mkdir(parents=True, exist_ok=True)
-  paths = {"train": data / "train", "real": data / "real_test", "random": data / "random"}
-  py = [sys.executable, "-m"]
-  if not (paths["train"] / "manifest.json").exists():
-    print("data: master games parts 01-02 -> train/validation", flush=True)
-    quiet(cpu_runs.masters_train_command(masters, paths["train"]), data / "prepare.log")
-  if not (paths["real"] / "manifest.json").exists():
-    print(f"data: master games part 08 -> real test ({args.test_games} games)", flush=True)
-    cmd = ["data_prep.process_pgn", "--pgn", master_part(masters, 8), "--out", str(paths["real"])]
-    cmd += ["--split", "test", "--max-games", str(args.test_games), "--workers", "2"]
-    quiet(py + cmd, data / "prepare.log")
-  if not (paths["random"] / "manifest.json").exists():
-    print(f"data: random-uniform seed 0 ({args.test_games} games, reference order)", flush=True)
-    cmd = ["data_prep.random_uniform", "--games", str(args.test_games), "--seed", "0"]
-    cmd += ["--compat", "reference", "--out", str(paths["random"]), "--quiet"]
-    quiet(py + cmd, data / "prepare.log")
-  return paths
+def data_paths(work: Path) -> dict[str, Path]:
+  data = Path(work) / "data"
+  return {"train": data / "train", "real": data / "real_test", "random": data / "random"}
 
 
-# ------------------------------------------------------------------------------------------------
-# Runs
+def data_tasks(args, paths: dict) -> list[manifest.Task]:
+  """The three datasets, a task each (ended once its manifest.json exists)."""
+  py, log = [args.python, "-m"], paths["train"].parent / "prepare.log"
+  if args.train_pgn:
+    train = [*py, "data_prep.process_pgn", "--pgn", args.train_pgn, "--out", paths["train"]]
+    train += ["--val-fraction", "0.01", "--workers", "2"]
+  else:
+    train = cpu_runs.masters_train_command(Path(args.masters), paths["train"], args.python)
+  real_pgn = args.test_pgn or master_part(Path(args.masters), 8)
+  real = [*py, "data_prep.process_pgn", "--pgn", real_pgn, "--out", paths["real"]]
+  real += ["--split", "test", "--max-games", str(args.test_games), "--workers", "2"]
+  random = [*py, "data_prep.random_uniform", "--games", str(args.test_games), "--seed", "0"]
+  random += ["--compat", "reference", "--out", paths["random"], "--quiet"]
+  return [
+    manifest.task("data", DATA[k], argv, REPO, outputs=[paths[k] / "manifest.json"], log=log)
+    for k, argv in (("train", train), ("real", real), ("random", random))
+  ]
 
 
 def run_dir(work: Path, family: str, seed: int, tag: str) -> Path:
-  return work / "runs" / f"{family}_s{seed}{tag}"
+  return Path(work) / "runs" / f"{family}_s{seed}{tag}"
 
 
 def train_command(args, family: str, seed: int, data: dict, workdir: Path) -> list[str]:
@@ -183,49 +210,80 @@ def train_command(args, family: str, seed: int, data: dict, workdir: Path) -> li
     max_len=args.max_len,
     steps=args.steps,
     validation=(args.eval_every, args.eval_batches),
+    python=args.python,
   )
 
 
 def eval_command(args, data: dict, workdir: Path) -> list[str]:
   return [
-    sys.executable, "-m", "chessjax.world_model.evaluate", "--workdir", str(workdir),
+    args.python, "-m", "chessjax.world_model.evaluate", "--workdir", str(workdir),
     "--data", f"real={data['real']}:test", f"random={data['random']}:test",
     "--max-games", str(args.test_games), "--boards", "0", "--gallery", str(args.gallery),
     *(["--max-len", str(args.eval_max_len)] if args.eval_max_len else []),
   ]  # fmt: skip
 
 
-def evaluated(workdir: Path) -> bool:
-  return cpu_runs.evaluated(workdir, SPLITS)
+def eval_outputs(workdir: Path) -> list[Path]:
+  """What an evaluation writes, once per split: the run is scored when all exist."""
+  return [Path(workdir) / rundir.EVAL_DIR / f"{s}.json" for s in SPLITS]
 
 
-def do_run(args, family: str, seed: int, data: dict, work: Path, core: int) -> None:
-  workdir = run_dir(work, family, seed, args.tag)
-  workdir.mkdir(parents=True, exist_ok=True)
-  name = workdir.name
-  if not finished(workdir, args.steps):
-    print(f"[train] {name} on core {core}", flush=True)
-    train = train_command(args, family, seed, data, workdir)
-    if segment(workdir, "train", train, core, close_killed=True):
-      print(f"[fail] {name}: training failed, see {workdir / 'train.log'}", flush=True)
-      return
-  if args.train_only:
-    print(f"[trained] {name}", flush=True)
-    return
-  if not evaluated(workdir):
-    print(f"[eval] {name} on core {core}", flush=True)
-    if segment(workdir, "eval", eval_command(args, data, workdir), core, close_killed=True):
-      print(f"[fail] {name}: evaluation failed, see {workdir / 'eval.log'}", flush=True)
-      return
-  print(f"[done] {name}", flush=True)
+def scored(workdir: Path) -> bool:
+  return all(p.exists() for p in eval_outputs(workdir))
 
 
-def run_all(args, work: Path, data: dict) -> None:
-  """Every planned run, one at a time per core; runs already evaluated are skipped."""
-  done = recorded(args)
-  todo = [r for r in plan(args) if not evaluated(run_dir(work, *r, args.tag)) and r not in done]
-  print(f"{len(todo)} runs to do of {len(plan(args))} ({len(done)} in the record)", flush=True)
-  cpu_runs.on_cores(args.cores, todo, lambda run, core: do_run(args, *run, data, work, core))
+def run_tasks(args, data: dict, family: str, seed: int) -> list[manifest.Task]:
+  """A run's training task and, unless `--train-only`, its evaluation."""
+  wd = run_dir(args.work, family, seed, args.tag)
+  argv = train_command(args, family, seed, data, wd)
+  out = [
+    manifest.task(
+      "train", wd.name, argv, REPO, runs=[(wd, args.steps)], after=[DATA["train"]],
+      log=wd / "train.log",
+    )
+  ]  # fmt: skip
+  if not args.train_only:
+    after = [wd.name, DATA["real"], DATA["random"]]
+    out.append(
+      manifest.task(
+        "evaluate", f"eval_{wd.name}", eval_command(args, data, wd), REPO,
+        outputs=eval_outputs(wd), after=after, log=wd / "eval.log",
+      )
+    )  # fmt: skip
+  return out
+
+
+def plan(args, argv: list[str]) -> list[manifest.Task]:
+  """Every task of the experiment, in the order a local runner should try them (the data, then
+  each run seed-major, trained then scored, then the report): a run of the committed record
+  (`recorded`) is left out, and the report task is the command again with `--report-only`."""
+  work = Path(args.work)
+  data = data_paths(work)
+  tasks = data_tasks(args, data)
+  runs, done = cwm_tables.plan(args), recorded(args)
+  todo = [r for r in runs if r not in done]
+  print(f"{len(todo)} runs planned of {len(runs)} ({len(runs) - len(todo)} in the record)")
+  for family, seed in todo:
+    tasks += run_tasks(args, data, family, seed)
+  report = [args.python, "-m", "launch.cwm_mini", *argv, *absolute_paths(args), "--report-only"]
+  tasks.append(manifest.task("report", "report", report, REPO, log=work / "report.log"))
+  return manifest.renumber(tasks)
+
+
+def absolute_paths(args) -> list[str]:
+  """The path flags again, made absolute (a task runs from the repository root; later flags win)."""
+  return [f"--{f.replace('_', '-')}={getattr(args, f)}" for f in PATH_FLAGS if getattr(args, f)]
+
+
+def check_masters(args, tasks: list[manifest.Task]) -> None:
+  """Exits with one line when a dataset still to build reads master games that are not there."""
+  masters = Path(args.masters)
+  reads = [t for t in tasks if t.stage == "data" and any(str(masters) in a for a in t.argv)]
+  if not masters.is_dir() and any(not t.ended() for t in reads):
+    sys.exit(
+      f"no master games at {masters} (see ../shared/data/README.md), or give --train-pgn and "
+      "--test-pgn"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -247,22 +305,22 @@ def validation_curve(workdir: Path) -> list[tuple[int, float]]:
 
 def collect(args, work: Path) -> list[dict]:
   rows, done = [], recorded(args)
-  for family, seed in plan(args):
+  for family, seed in cwm_tables.plan(args):
     workdir = run_dir(work, family, seed, args.tag)
-    if not evaluated(workdir):
+    if not scored(workdir):
       if (family, seed) in done:
         rows.append(done[family, seed])
       continue
     row = {"family": family, "seed": seed, "workdir": str(workdir.relative_to(work))}
     for split in SPLITS:
-      r = json.loads((workdir / EVAL_DIR / f"{split}.json").read_text())
+      r = json.loads((workdir / rundir.EVAL_DIR / f"{split}.json").read_text())
       row[split] = {m: r[m] for m in METRICS}
       row[split]["games"] = r["dataset"]["games"]
       if "per_ply" in r:  # Evaluations with the long-game outputs.
         row[split]["long"] = long_game_summary(r, args.max_len)
-    summary = read_summary(workdir)
+    summary = rundir.read_summary(workdir)
     row["params"], row["bad_batches"] = summary["params"], summary["bad_batches"]
-    segs = bench_record(workdir)["segments"]
+    segs = local.bench_record(workdir)["segments"]
     for phase in ("train", "eval"):
       ss = [s for s in segs if s["phase"] == phase and "wall_s" in s]
       row[f"{phase}_wall_s"] = sum(s["wall_s"] for s in ss)
@@ -317,6 +375,21 @@ def machine_line() -> str:
   return f"{cpu_model() or 'unknown CPU'}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"
 
 
+def protocol(args) -> dict:
+  """The record's `args`: the protocol, not this machine's paths (the PGNs by their file names) nor
+  where the tasks ran (the scheduler's flags but `--cores`, which the records have always held)."""
+  where = set(vars(_scheduler_defaults())) - {"cores"}
+  out = {k: v for k, v in vars(args).items() if k not in {*PATH_FLAGS, *where}}
+  out |= {f: Path(getattr(args, f)).name for f in ("train_pgn", "test_pgn") if getattr(args, f)}
+  return out
+
+
+def _scheduler_defaults() -> argparse.Namespace:
+  ap = argparse.ArgumentParser()
+  scheduler.add_flags(ap)
+  return ap.parse_args([])
+
+
 def report(args, work: Path) -> None:
   rows = collect(args, work)
   if not rows:
@@ -328,31 +401,32 @@ def report(args, work: Path) -> None:
   curves_png(rows, work / "curves.png")
   length_png(args, rows, work / "length.png")
   print(f"wrote {work / 'tables.md'}, tables.json, curves.png ({len(rows)} runs)")
-  if args.update_record:  # The protocol, not this machine's paths.
-    protocol = {k: v for k, v in vars(args).items() if k not in ("work", "masters", "record")}
-    write_json(Path(args.record), {"args": protocol, "runs": rows, "summary": summarize(rows)})
+  if args.update_record:
+    record = {"args": protocol(args), "runs": rows, "summary": summarize(rows)}
+    write_json(Path(args.record), record)
     print(f"wrote {args.record}")
   # The paper's layouts (Tables 4-10, Figures 3-4) from the same runs: the reproduction kit's
   # report, which keeps one run per cell (the lowest validation loss), not the seeds' mean, and
   # reads workdirs, so it sees only the runs of WORK (not those taken from the record).
-  if not any(evaluated(run_dir(work, *r, args.tag)) for r in plan(args)):
+  if not any(scored(run_dir(work, *r, args.tag)) for r in cwm_tables.plan(args)):
     print("no run of WORK evaluated: the paper-layout report is left out")
     return
   report_cmd = [sys.executable, "-m", "chessjax.world_model.report", "--runs", str(work / "runs")]
   subprocess.run(report_cmd + ["--out", str(work / "report")], cwd=REPO, check=True)
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
   args = parse_args(argv)
   work = Path(args.work)
   work.mkdir(parents=True, exist_ok=True)
-  if not args.report_only:
-    if not Path(args.masters).is_dir():
-      sys.exit(f"no master games at {args.masters} (see ../shared/data/README.md)")
-    data = prepare(args, work)
-    run_all(args, work, data)
-  report(args, work)
+  if args.report_only:
+    report(args, work)
+    return 0
+  tasks = plan(args, argv)
+  check_masters(args, tasks)
+  return scheduler.execute(tasks, args, work, prog="launch.cwm_mini", stages=STAGES)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

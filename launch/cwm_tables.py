@@ -136,6 +136,16 @@ def _paired_table(rows: list[dict], pairs: list[tuple[str, str]], title: str, wo
   return lines + [""]
 
 
+def _train(args) -> str:
+  pgn = getattr(args, "train_pgn", "")
+  return Path(pgn).name if pgn else "master games parts 01-02"
+
+
+def _real(args) -> str:
+  pgn = getattr(args, "test_pgn", "")
+  return Path(pgn).name if pgn else "part 08"
+
+
 def tables_markdown(args, rows: list[dict], machine: str) -> str:
   s = summarize(rows)
   paper = paper_d128()
@@ -146,8 +156,8 @@ def tables_markdown(args, rows: list[dict], machine: str) -> str:
     f"`python -m launch.cwm_mini` on {machine}. d128, batch {args.batch_size}, "
     f"{args.steps} steps, games cut at {args.max_len} steps in training and at "
     f"{args.eval_max_len or args.max_len} in scoring, the paper's "
-    "Table 7 d128 hyperparameters with the warmup scaled to the run. Train: master games parts "
-    f"01-02; real test: first {args.test_games:,} games of part 08; random-uniform test: the "
+    f"Table 7 d128 hyperparameters with the warmup scaled to the run. Train: {_train(args)}; "
+    f"real test: first {args.test_games:,} games of {_real(args)}; random-uniform test: the "
     f"paper's seed-0 set, first {args.test_games:,} games. Ours: mean [min-max] over seeds; "
     "paper: Walker & Lyons, Tables 8-10 (whole games, four epochs of about 10M games: 310,944 "
     "steps of batch 128).",

@@ -27,8 +27,10 @@
   against 15 min 57 s an hour before on the same machine (2 Intel Xeon vCPUs, 2026-11-27; that
   shared machine's speed varies by a third within a day: docs/performance.md).
 * Session-scoped data: the bundled real-game sample read once, one small prepared dataset, and
-  the language-model tests' data and trained GPT-2 tiny (`lm_sample`, `trained_lm`), each made
-  once per run for all pytest-xdist workers (`built_once`).
+  the language-model tests' data and trained GPT-2 tiny (`lm_sample`, `trained_lm`), and the toy
+  runs of the experiment commands that tests/cluster compares with SLURM's (`reproduce_mini_local`,
+  `cwm_mini_local`, `lm_grid_local`), each made once per run for all pytest-xdist workers
+  (`built_once`).
 * Two tiers: the quick one (`make test-fast`) and the rest, marked `slow`, `multiprocess`,
   `browser` or `cluster` (pyproject.toml); rules add some markers at collection (a test using a
   fixture that trains, a module that imports the process harness), and a quick test that trains or
@@ -277,6 +279,75 @@ def reproduce_mini_local(tmp_path_factory) -> Path:
   return built_once(tmp_path_factory, "reproduce_mini", build)
 
 
+# `launch.cwm_mini` and the LM grid (`launch.lm_sweep`) at toy size, run here (`cwm_mini_local`,
+# `lm_grid_local`; tests/cluster sends the same flags through SLURM and compares). cwm_mini: two
+# families, one seed, 3 steps on the first 200 sample games, scored on 6 test games of the next
+# 100 (`toy_pgns`); the LM grid: GPT-2 tiny, UCI and RAP at p = 5%, 2 steps, on the data and
+# probing sets the grid builds from the sample's first 600 games.
+CWM_MINI_FLAGS = (
+  "--families", "slice,transformer", "--seeds", "0", "--ablation-seeds", "", "--steps", "3",
+  "--batch-size", "4", "--max-len", "32", "--test-games", "6", "--eval-every", "3",
+  "--eval-batches", "1", "--record", "",
+)  # fmt: skip
+LM_GRID_FLAGS = (
+  "--pgn", str(SAMPLE_PGN), "--max-games", "600", "--max-plies", "60", "--probe-count", "20",
+  "--probe-min-len", "8", "--probe-max-len", "20", "--trains", "S", "--ps", "0,0.05",
+  "--size", "tiny", "--steps", "2", "--batch-size", "8", "--set", "data.max_len=128",
+  "--set", "data.bucket_lengths=(128,)",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def toy_pgns(tmp_path_factory) -> dict[str, Path]:
+  """{"train": the first 200 games of the bundled sample, "test": the next 100}, as PGN files."""
+
+  def build(out):
+    out.mkdir()
+    with bz2.open(SAMPLE_PGN, "rt", encoding="utf-8") as f:
+      games = f.read().split("\n\n[Event ")[:300]
+    games = [g if g.startswith("[Event ") else "[Event " + g for g in games]
+    (out / "train.pgn").write_text("\n\n".join(games[:200]) + "\n")
+    (out / "test.pgn").write_text("\n\n".join(games[200:]) + "\n")
+
+  root = built_once(tmp_path_factory, "toy_pgns", build)
+  return {"train": root / "train.pgn", "test": root / "test.pgn"}
+
+
+def cwm_mini_flags(pgns: dict[str, Path]) -> list[str]:
+  return [*CWM_MINI_FLAGS, "--train-pgn", str(pgns["train"]), "--test-pgn", str(pgns["test"])]
+
+
+def _toy_run(module: str, out: Path, flags) -> None:
+  """`python -m MODULE` into `out`, here, one task at a time on one core (`taskset`: a SLURM task
+  asking for one CPU is bound to one, and XLA's CPU threads, so the last bits of a reduction,
+  follow the CPUs a process may use)."""
+  where = "--work" if module == "launch.cwm_mini" else "--root"
+  pin = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
+  argv = [*pin, sys.executable, "-m", module, where, str(out), *flags, "--jobs", "1"]
+  done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def cwm_mini_local(tmp_path_factory, toy_pgns) -> Path:
+  """The WORK of `launch.cwm_mini` at toy size (`cwm_mini_flags`), run here. Made once per run
+  (`built_once`); never modify it."""
+  return built_once(
+    tmp_path_factory,
+    "cwm_mini",
+    lambda out: _toy_run("launch.cwm_mini", out, cwm_mini_flags(toy_pgns)),
+  )
+
+
+@pytest.fixture(scope="session")
+def lm_grid_local(tmp_path_factory) -> Path:
+  """The ROOT of `launch.lm_sweep` at toy size (`LM_GRID_FLAGS`), run here. Made once per run
+  (`built_once`); never modify it."""
+  return built_once(
+    tmp_path_factory, "lm_grid", lambda out: _toy_run("launch.lm_sweep", out, LM_GRID_FLAGS)
+  )
+
+
 # The tiers (README, "Two commands"): `make test` runs every test; `make test-fast` runs the quick
 # tier, the tests with none of these markers: the checks that need no training run, no second
 # process and no browser. Markers come from the tests' own `pytest.mark` and from the rules below;
@@ -286,7 +357,12 @@ TIERS = ("slow", "multiprocess", "browser", "cluster")
 QUICK_TIER = "not (" + " or ".join(TIERS) + ")"
 # The tier of a test that uses one of these fixtures (they train, or start a process); a test
 # module adds its own in a module-level `FIXTURE_TIERS` of the same form.
-FIXTURE_TIERS = {"trained_lm": "slow", "reproduce_mini_local": "slow"}
+FIXTURE_TIERS = {
+  "trained_lm": "slow",
+  "reproduce_mini_local": "slow",
+  "cwm_mini_local": "slow",
+  "lm_grid_local": "slow",
+}
 # The tier of a test module that imports from one of these helper modules (tests/NAME.py).
 HELPER_TIERS = {"multiprocess": "multiprocess"}
 
@@ -411,6 +487,8 @@ LONGEST_MODULES = (
   "test_train",
   "test_population",
   "test_transfer",
+  "test_cwm_mini",
+  "test_lm_sweep",
   "test_init_from",
   "test_lm_linear_probe",
   "test_lm_learns",

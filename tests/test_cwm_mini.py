@@ -1,13 +1,22 @@
-"""launch/cwm_mini.py across sessions: finished runs of the committed record are not
-trained again and enter the tables; a record of another protocol is ignored."""
+"""launch/cwm_mini.py: the experiment as a plan of tasks (data, train, evaluate, report); a run
+of the committed record is left out of the plan and enters the tables from it, a record of another
+protocol is ignored; the command at toy size (conftest.py's `cwm_mini_local`: two families, one
+seed, a few steps), a rerun that runs nothing, and a failing run that makes it exit 1 naming the
+task and its log; the tables' pieces."""
 
 import json
+import os
+import shutil
+import sys
 
 import pytest
+from conftest import cwm_mini_flags
 
+from chessjax import rundir
 from chessjax.machine import cpu_model
 from launch import cwm_mini as bench
 from launch import cwm_tables as tables
+from launch import local
 
 
 def _record(tmp_path, **protocol):
@@ -19,18 +28,130 @@ def _record(tmp_path, **protocol):
   return path, row
 
 
-def test_recorded_runs_are_skipped_and_reported(tmp_path, monkeypatch):
+def test_recorded_runs_are_left_out_of_the_plan_and_reported(tmp_path):
   path, row = _record(tmp_path)
   argv = ["--work", str(tmp_path / "w"), "--record", str(path), "--families", "slice,mamba3"]
   args = bench.parse_args(argv + ["--seeds", "0"])
   assert bench.recorded(args) == {("slice", 0): row}
   assert bench.collect(args, tmp_path / "w") == [row]  # mamba3_s0: neither local nor recorded
-  trained = []
-  monkeypatch.setattr(
-    bench, "do_run", lambda args, family, seed, *rest: trained.append((family, seed))
+  tasks = bench.plan(args, argv)
+  assert [t.name for t in tasks if t.stage == "train"] == ["mamba3_s0"]
+
+
+def test_the_plan(tmp_path, monkeypatch):
+  """The data a task each (ended by its manifest.json); per run seed-major a
+  training task (its run and total steps) then its evaluation (its outputs), which waits for its
+  run and the test sets only; the report is the command again, paths absolute, `--report-only`."""
+  pgns = {k: tmp_path / f"{k}.pgn" for k in ("train", "test")}
+  for p in pgns.values():
+    p.write_text("")
+  monkeypatch.chdir(tmp_path)
+  argv = ["--work", "w", *cwm_mini_flags(pgns), "--seeds", "0,1", "--families", "slice,mamba2"]
+  args = bench.parse_args(argv + ["--ablation-seeds", "1"])
+  assert args.work == str(tmp_path / "w") and args.train_pgn == str(pgns["train"])
+  tasks = bench.plan(args, argv)
+  assert [t.index for t in tasks] == list(range(len(tasks)))
+  assert {t.stage for t in tasks} == set(bench.STAGES)
+  data = [t for t in tasks if t.stage == "data"]
+  assert [t.name for t in data] == ["train_data", "real_test", "random_test"]
+  assert [t.outputs for t in data] == [
+    (str(tmp_path / "w" / "data" / d / "manifest.json"),) for d in ("train", "real_test", "random")
+  ]
+  assert str(pgns["train"]) in data[0].argv and str(pgns["test"]) in data[1].argv
+  runs = [t for t in tasks if t.stage in ("train", "evaluate")]
+  names = ["slice_s0", "eval_slice_s0", "slice_s1", "eval_slice_s1", "mamba2_s1", "eval_mamba2_s1"]
+  assert [t.name for t in runs] == names  # seed-major, each run scored after it
+  train, evaluate = runs[:2]
+  wd = tmp_path / "w" / "runs" / "slice_s0"
+  assert [(r.workdir, r.steps) for r in train.runs] == [(str(wd), 3)]
+  assert train.after == ("train_data",) and train.log == str(wd / "train.log")
+  assert evaluate.after == ("slice_s0", "real_test", "random_test")
+  assert evaluate.outputs == tuple(str(wd / "eval" / f"{s}.json") for s in bench.SPLITS)
+  assert train.argv[0] == sys.executable and f"--workdir={wd}" in train.argv
+  (report,) = [t for t in tasks if t.stage == "report"]
+  assert report.argv[1:3] == ("-m", "launch.cwm_mini") and report.argv[-1] == "--report-only"
+  assert f"--work={tmp_path / 'w'}" in report.argv and report.after is None
+  args = bench.parse_args(argv + ["--train-only"])
+  assert not [t for t in bench.plan(args, argv) if t.stage == "evaluate"]
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+  for argv, said in (
+    (["--train-pgn", str(tmp_path / "none.pgn")], "--train-pgn"),
+    (["--steps", "0"], "--steps must be at least 1"),
+  ):
+    with pytest.raises(SystemExit):
+      bench.parse_args(["--work", str(tmp_path), *argv])
+    assert said in capsys.readouterr().err
+  args = bench.parse_args(["--work", str(tmp_path), "--masters", str(tmp_path / "none")])
+  with pytest.raises(SystemExit, match="no master games at .*none"):
+    bench.check_masters(args, bench.plan(args, []))
+
+
+def test_the_record_holds_the_protocol_not_this_machine(tmp_path):
+  pgn = tmp_path / "games.pgn"
+  pgn.write_text("")
+  argv = ["--work", str(tmp_path), "--train-pgn", str(pgn), "--cores", "0", "--jobs", "2"]
+  protocol = bench.protocol(bench.parse_args(argv))
+  assert protocol["train_pgn"] == "games.pgn" and protocol["cores"] == "0"
+  assert not {"work", "masters", "record", "test_pgn", "python", "scheduler", "jobs"} & set(
+    protocol
   )
-  bench.run_all(args, tmp_path / "w", data={})
-  assert trained == [("mamba3", 0)]
+  assert protocol["steps"] == 3000 and protocol["families"].startswith("transformer,")
+
+
+def test_the_toy_run(cwm_mini_local):
+  """Both runs trained for their steps and scored on 6 games of each split; the tables, curves
+  and the paper-layout report written; each task's time in its run's bench.json."""
+  work = cwm_mini_local
+  record = json.loads((work / "tables.json").read_text())
+  rows = {r["family"]: r for r in record["runs"]}
+  assert sorted(rows) == ["slice", "transformer"]
+  for family, row in rows.items():
+    assert row["workdir"] == f"runs/{family}_s0" and row["params"] > 0
+    for split in bench.SPLITS:
+      assert row[split]["games"] == 6 and row[split]["loss"] > 0
+    assert [step for step, _ in row["curve"]] == [3]
+    assert rundir.read_summary(work / row["workdir"])["steps"] == 3
+    phases = [s["phase"] for s in local.bench_record(work / row["workdir"])["segments"]]
+    assert phases == ["train", "eval"] and row["train_cpu_s"] > 0
+  text = (work / "tables.md").read_text()
+  assert "Train: train.pgn; real test: first 6 games of test.pgn;" in text
+  assert (work / "curves.png").read_bytes()[:4] == b"\x89PNG"
+  assert (work / "report" / "tables.json").exists()
+
+
+def test_a_rerun_runs_nothing(cwm_mini_local, toy_pgns, tmp_path, capsys):
+  work = tmp_path / "work"
+  shutil.copytree(cwm_mini_local, work)
+  before = (work / "runs" / "slice_s0" / "bench.json").read_text()
+  argv = ["--work", str(work), *cwm_mini_flags(toy_pgns), "--until", "evaluate"]
+  assert bench.main(argv) == 0
+  assert "0 task(s) to run of 7" in capsys.readouterr().out
+  assert (work / "runs" / "slice_s0" / "bench.json").read_text() == before
+
+
+def test_a_failed_run_exits_1_naming_the_task_and_its_log(
+  cwm_mini_local, toy_pgns, tmp_path, capsys
+):
+  """Training fails (an interpreter that refuses `chessjax.main`): the command exits 1 naming each
+  failed task with its log, and the evaluations and the report are not run."""
+  work = tmp_path / "work"
+  shutil.copytree(cwm_mini_local / "data", work / "data")  # The data tasks have ended.
+  python = tmp_path / "python"
+  refuse = 'if [ "$2" = chessjax.main ]; then echo no >&2; exit 3; fi'
+  python.write_text(f'#!/bin/sh\n{refuse}\nexec {sys.executable} "$@"\n')
+  python.chmod(0o755)
+  core = str(min(os.sched_getaffinity(0)))
+  argv = ["--work", str(work), *cwm_mini_flags(toy_pgns), "--python", str(python), "--cores", core]
+  assert bench.main(argv) == 1
+  err = capsys.readouterr().err
+  for family in ("slice", "transformer"):
+    log = work / "runs" / f"{family}_s0" / "train.log"
+    assert f"train task {family}_s0 failed (exit status 3); see {log}" in err
+    assert "no" in log.read_text()
+    assert f"evaluate task eval_{family}_s0 not run" in err
+  assert "report task report not run" in err and "2 task(s) failed, 3 not run" in err
 
 
 def test_a_record_of_another_protocol_or_none_is_not_used(tmp_path):

@@ -1148,13 +1148,14 @@ def test_make_wheels_downloads_for_the_target_machine():
 
 
 # ------------------------------------------------------------------------------------------------
-# The language model's launch list (launch/lm_sweep.py)
+# The language model's launch list (launch/lm_sweep.py --print; the grid as a plan:
+# tests/test_lm_sweep.py)
 
 
 def test_lm_launch_list_covers_the_papers_grid(capsys):
   from configs import lm
 
-  assert lm_sweep.main(["--data", "data/lm", "--sets", "data/probing"]) == 0
+  assert lm_sweep.main(["--print", "--data", "data/lm", "--sets", "data/probing"]) == 0
   lines = capsys.readouterr().out.splitlines()
   train_lines = [x for x in lines if x.startswith("python -m chessjax.main")]
   assert len(train_lines) == 3 * 7 and len(lines) == 2 * 3 * 7 + 1

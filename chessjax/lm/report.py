@@ -32,8 +32,9 @@ published numbers are data: `paper_results.json` beside this module. Directories
 read, and workdirs of other tasks, are skipped with a note.
 
 The commands of the runs behind Figure 2 (the paper's p grid {5, 15, 25, 50, 75, 100}% and UCI,
-p = 0, for Train-S, M and L, each trained, evaluated, then this report) are printed by
-`python -m launch.lm_sweep --data DATA` (formerly this command's `--launch-list`).
+p = 0, for Train-S, M and L, each trained, evaluated, then this report) are run by
+`python -m launch.lm_sweep --data DATA`, and printed with `--print` (formerly this command's
+`--launch-list`).
 """
 
 import argparse
@@ -492,7 +493,7 @@ def report_markdown(tables, figures, runs, paper, notes, figure_names) -> str:
     "* Figure 2: dev perplexity against the RAP probability p (0 = UCI), one line per model, size "
     "and training size; the paper's figure has no numbers in its text, so only its Table 3 "
     "points (UCI and the tuned p) are drawn, unconnected. `python -m launch.lm_sweep "
-    "--data DATA` prints the runs of the paper's grid.",
+    "--data DATA` runs the paper's grid (`--print`: its commands).",
     "* Figure 4: tokens of each training game written in UCI (`<s>` and `</s>` included); "
     + (
       "; ".join(
@@ -597,7 +598,7 @@ def main(argv=None) -> int:
   ap.add_argument("--launch-list", action="store_true", help=argparse.SUPPRESS)  # Moved.
   args, unknown = ap.parse_known_args(argv)
   if args.launch_list:  # The launch list is a script of launch/ now; say where.
-    ap.error(f"--launch-list moved: python -m launch.lm_sweep {' '.join(unknown)}".rstrip())
+    ap.error(f"--launch-list moved: python -m launch.lm_sweep --print {' '.join(unknown)}".rstrip())
   if unknown:
     ap.error(f"unrecognized arguments: {' '.join(unknown)}")
   if not args.runs or not args.out:

@@ -1,5 +1,9 @@
 """launch.cluster against a real single-node SLURM (`slurm` below: one for the module).
 
+* `launch.cwm_mini` (two families, one seed) and the blindfolded LM grid (two configurations) at
+  toy size with `--scheduler slurm --wait` give the records and tables of the same commands run here
+  (conftest.py's `cwm_mini_local`, `lm_grid_local`), paths and times aside, floats to relative
+  1e-5, and `launch.cluster status WORK --json` counts every stage of their plans finished;
 * the toy protocol submitted with `launch.reproduce_mini --scheduler slurm --wait` gives the same
   report (Table 8 cells, selection) as the same command run here without SLURM (conftest.py's
   `reproduce_mini_local`, which tests/world_model/test_report.py checks cell by cell). Both run at
@@ -26,6 +30,7 @@ hundred and take a third of the time so).
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -37,11 +42,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import MINI_FLAGS
+from conftest import LM_GRID_FLAGS, MINI_FLAGS, cwm_mini_flags
 
 from chessjax import runtime
 from chessjax import workdir as workdirs
-from launch import manifest
+from launch import cwm_mini, lm_sweep, manifest
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -211,6 +216,69 @@ def test_toy_protocol_through_slurm_equals_the_local_run(slurm, reproduce_mini_l
     st = s["stages"][stage]
     assert isinstance(st["total"], int) and st["total"] > 0 and st["finished"] == st["total"], s
   assert s["chain"]["state"] == "done"
+
+
+TIME_KEY = re.compile(r"(^|_)(wall|cpu|elapsed|time|date)(_|$)|_s$")  # Times: not compared.
+
+
+def assert_same(ours, theirs, roots: tuple[str, str], where: str = "") -> None:
+  """`ours` equals `theirs` but for times (keys of `TIME_KEY`), the roots in strings (`roots`:
+  ours, theirs) and floats, equal to relative 1e-5."""
+  if isinstance(theirs, dict):
+    assert isinstance(ours, dict) and sorted(ours) == sorted(theirs), where
+    for k in theirs:
+      if not TIME_KEY.search(k):
+        assert_same(ours[k], theirs[k], roots, f"{where}.{k}")
+  elif isinstance(theirs, list):
+    assert isinstance(ours, list) and len(ours) == len(theirs), where
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+      assert_same(a, b, roots, f"{where}[{i}]")
+  elif isinstance(theirs, float) and not isinstance(ours, bool):
+    assert ours == pytest.approx(theirs, rel=1e-5, nan_ok=True), where
+  elif isinstance(theirs, str):
+    assert ours.replace(roots[0], "ROOT") == theirs.replace(roots[1], "ROOT"), where
+  else:
+    assert ours == theirs, where
+
+
+def through_slurm(module: str, where: str, root, flags) -> None:
+  """`python -m MODULE WHERE ROOT FLAGS --scheduler slurm --wait`, which must exit 0."""
+  argv = [sys.executable, "-m", module, where, str(root), *flags, "--scheduler", "slurm", "--wait"]
+  r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def assert_every_stage_finished(root, stages) -> None:
+  s = status(root)
+  for stage in stages:
+    st = s["stages"][stage]
+    assert isinstance(st["total"], int) and st["total"] > 0 and st["finished"] == st["total"], s
+
+
+def test_cwm_mini_through_slurm_equals_the_local_run(slurm, cwm_mini_local, toy_pgns, tmp_path):
+  cl = tmp_path / "slurm"
+  through_slurm("launch.cwm_mini", "--work", cl, cwm_mini_flags(toy_pgns))
+  ours, theirs = (json.loads((w / "tables.json").read_text()) for w in (cl, cwm_mini_local))
+  assert [r["family"] for r in theirs["runs"]] == ["slice", "transformer"]
+  for key in ("runs", "summary"):
+    assert_same(ours[key], theirs[key], (str(cl), str(cwm_mini_local)), key)
+  assert_every_stage_finished(cl, cwm_mini.STAGES)
+
+
+def test_lm_grid_through_slurm_equals_the_local_run(slurm, lm_grid_local, tmp_path):
+  cl = tmp_path / "slurm"
+  through_slurm("launch.lm_sweep", "--root", cl, LM_GRID_FLAGS)
+  ours, theirs = (
+    json.loads((w / "report" / "tables.json").read_text()) for w in (cl, lm_grid_local)
+  )
+  assert len(theirs["runs"]) == 2
+  assert_same(ours, theirs, (str(cl), str(lm_grid_local)))
+  for name in ("gpt2_uci_S", "gpt2_rap5_S"):
+    ours, theirs = (
+      json.loads((w / name / "eval" / "results.json").read_text()) for w in (cl, lm_grid_local)
+    )
+    assert_same(ours, theirs, (str(cl), str(lm_grid_local)), name)
+  assert_every_stage_finished(cl, lm_sweep.STAGES)
 
 
 @pytest.fixture(scope="module")

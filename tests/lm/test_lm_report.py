@@ -129,7 +129,7 @@ def test_the_launch_list_moved_to_launch(capsys):
   with pytest.raises(SystemExit):
     report.main(["--launch-list", "--data", "data/lm", "--sets", "data/probing"])
   err = capsys.readouterr().err
-  assert "moved: python -m launch.lm_sweep --data data/lm --sets data/probing" in err
+  assert "moved: python -m launch.lm_sweep --print --data data/lm --sets data/probing" in err
 
 
 # ------------------------------------------------------------------------------------------------
