@@ -8,5 +8,5 @@ records (`record_tables.py`) and docs/claims.md's (`claims.py`).
 
 Like `launch/` and `benchmarks/`, it runs from a checkout. It reads the records, the library and
 the tables of the runs it renders (`launch.cwm_tables`, the benchmarks' table writers); nothing
-imports it but `launch/docs.py`, the older name of its command.
+imports it.
 """

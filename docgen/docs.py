@@ -5,8 +5,6 @@ and the papers' data files.
     python -m docgen            # rewrite every span from the records
     python -m docgen --check    # exit 1 and name the spans that differ
 
-(`python -m launch.docs` is the same command.)
-
 A span on one line is inline (its text replaced as is); a span whose text starts on the line
 after its marker is a block (the rendering between two newlines). tests/test_results_records.py
 asserts that every span of `DOCS` is its rendering, that every renderer has its span, and that
