@@ -10,6 +10,20 @@ from pathlib import Path
 from chessjax.world_model import strata
 
 
+# PLACEHOLDER: replaced by branch h54b (transfer_tables in the arms form). Until it lands, a record
+# in the arms form (families -> seeds -> runs -> N -> arm) is shown in the first form: its first
+# seed's source, ft and scratch arms.
+def _first_form(record: dict) -> dict:
+  if not all("seeds" in row for row in record["families"].values()):
+    return record
+  families = {}
+  for family, row in record["families"].items():
+    seed, cell = next(iter(row["seeds"].items()))
+    runs = {n: {a: r.get(a) for a in ("ft", "scratch")} for n, r in cell["runs"].items()}
+    families[family] = {"source": cell["source"], "runs": runs}
+  return {**record, "args": {**record["args"], "seed": int(seed)}, "families": families}
+
+
 def _pct(x) -> str:
   return "-" if x is None else f"{100 * x:.2f}"
 
@@ -104,6 +118,7 @@ def strata_table(record: dict) -> str:
 
 
 def tables_markdown(record: dict) -> str:
+  record = _first_form(record)  # PLACEHOLDER: replaced by branch h54b.
   return "\n".join(
     [
       "# World models across rules: atomic games after chess",
@@ -132,6 +147,7 @@ def figure(record: dict, out: Path) -> None:
   scratch (dashed) per family; the source at N = 0 as a dotted level."""
   import matplotlib
 
+  record = _first_form(record)  # PLACEHOLDER: replaced by branch h54b.
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
