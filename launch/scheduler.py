@@ -35,7 +35,7 @@ def add_flags(ap: argparse.ArgumentParser, *, cores: str = "") -> None:
 def add_slurm_flags(ap: argparse.ArgumentParser) -> None:
   """The resources and limits of SLURM's jobs (`launch.slurm_jobs.Options`: a flag given
   overrides what an earlier submission of the same root saved; one not given keeps it)."""
-  g = ap.add_argument_group("SLURM (--scheduler slurm)")
+  g = ap.add_argument_group("SLURM jobs (--scheduler slurm, launch.cluster)")
   g.add_argument("--partition")
   g.add_argument("--account")
   g.add_argument("--qos")

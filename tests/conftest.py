@@ -473,6 +473,7 @@ LONGEST_MODULES = (
   "test_process_pgn",
   "test_plugin_family",
   "test_lm_picker",
+  "test_local_runner",
 )
 
 
