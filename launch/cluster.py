@@ -1,4 +1,5 @@
-r"""The paper's protocol, or one stage of it, as SLURM job arrays chained by dependencies.
+r"""The paper's protocol, or one stage of it, or any experiment's plan, as SLURM job arrays
+chained by dependencies.
 
     python -m launch.cluster submit ROOT --data /shared/data/lichess_2025-03 \
         --test-data real=/shared/data/lichess_2025-04:test random=/shared/data/random:test \
@@ -16,9 +17,15 @@ not finished, from stage 1 on. `status` shows per stage the runs finished / runn
 preempted / aborted / failed of the total, the steps done, an estimate of the time left and the
 job ids. launch/README.md ("The protocol on a SLURM cluster") walks through it.
 
+An experiment's plan (`launch.transfer --scheduler slurm`, ...; `launch.slurm_jobs.run_plan`)
+lives in its WORK the same way: `status WORK` counts every task of it, and `submit WORK` (or the
+same command again) submits what did not end.
+
 Internal commands, run by the jobs: `step ROOT STEP --after MANIFEST...` (a step of the chain),
 `exec MANIFEST INDEX` (a manifest's command, in place of this process), `ended MANIFEST INDEX`
-(status 0 if that task has nothing left to do).
+(prints "ended", status 0, if that task has nothing left to do, else "not ended", status 1). Both
+read the manifest alone (no JAX is imported); an unreadable manifest or line is one
+`launch.cluster: error: ...` line and status 1, as every error here.
 """
 
 import argparse
@@ -27,43 +34,9 @@ import shlex
 import sys
 from pathlib import Path
 
-
-def _slurm_flags(ap: argparse.ArgumentParser) -> None:
-  g = ap.add_argument_group("SLURM")
-  g.add_argument("--partition")
-  g.add_argument("--account")
-  g.add_argument("--qos")
-  g.add_argument("--time", help="time limit of each array task (sbatch --time), e.g. 24:00:00")
-  g.add_argument("--step-time", help="time limit of each step job (collect, select, report)")
-  g.add_argument("--gpus-per-task", type=int, help="GPUs of each process of a run (0: CPU)")
-  g.add_argument("--tasks-per-run", type=int, help="processes of one run (one per GPU)")
-  g.add_argument("--cpus-per-task", type=int)
-  g.add_argument("--throttle", type=int, help="array tasks running at once (%%N); 0: no limit")
-  g.add_argument("--retries", type=int, help="reruns of a crashed task (default 2)")
-  g.add_argument("--signal-seconds", type=int, help="SIGTERM this long before the limit (120)")
-  g.add_argument("--max-array", type=int, help="tasks per array (default 1000)")
-  g.add_argument(
-    "--sbatch-arg", action="append", dest="sbatch_args", metavar="ARG",
-    help="passed to every sbatch as is (repeatable), e.g. --sbatch-arg=--constraint=a100",
-  )  # fmt: skip
-
-
-OPTION_KEYS = (
-  "partition", "account", "qos", "time", "step_time", "gpus_per_task", "tasks_per_run",
-  "cpus_per_task", "throttle", "retries", "signal_seconds", "max_array", "sbatch_args",
-)  # fmt: skip
-
-
-def _options(args, base: dict | None):
-  from launch.slurm_jobs import Options
-
-  values = dict(base or {})
-  values.update({k: getattr(args, k) for k in OPTION_KEYS if getattr(args, k, None) is not None})
-  if getattr(args, "until", None):
-    values["until"] = args.until
-  if getattr(args, "python", None):
-    values["python"] = args.python
-  return Options(**values)
+from launch import manifest, slurm_jobs
+from launch.protocol import Protocol, StepError
+from launch.scheduler import add_slurm_flags
 
 
 def parse_args(argv):
@@ -83,13 +56,13 @@ def parse_args(argv):
   s.add_argument("--rounds", type=int, default=3, help="stage-2 rounds at most")
   s.add_argument("--until", choices=("stage1", "stage2", "evaluate", "report"))
   s.add_argument("--python", help="interpreter of the jobs (default: this one)")
-  _slurm_flags(s)
+  add_slurm_flags(s)
   m = sub.add_parser("submit-manifest", help="submit a manifest's unfinished tasks as an array")
   m.add_argument("root")
   m.add_argument("manifest")
   m.add_argument("--name", help="the array's name (default: the manifest's file name)")
   m.add_argument("--python")
-  _slurm_flags(m)
+  add_slurm_flags(m)
   st = sub.add_parser("status", help="per stage: runs finished, running, ... of the total")
   st.add_argument("root")
   st.add_argument("--json", action="store_true")
@@ -106,7 +79,6 @@ def parse_args(argv):
 
 def _protocol(args, ap):
   from chessjax.world_model import grid
-  from launch.protocol import Protocol
 
   root = Path(args.root).resolve()
   if not args.data or not args.test_data:
@@ -133,20 +105,45 @@ def _protocol(args, ap):
   )
 
 
+def _task(args) -> int:
+  """`exec` (replaces this process with the task's command) or `ended` (prints "ended" or "not
+  ended"; status 0 or 1). Both read the manifest alone: no JAX, no SLURM."""
+  t = manifest.line(args.manifest, args.index)
+  if args.command == "exec":
+    manifest.exec_task(t)  # Never returns: the command replaces this process, or OSError.
+  ended = t.ended()
+  print("ended" if ended else "not ended")
+  return 0 if ended else 1
+
+
+def _submit(args, ap) -> int:
+  root = slurm_jobs.Root(args.root)
+  if args.command == "submit-manifest":
+    tasks = manifest.read(args.manifest)
+    todo = manifest.renumber([t for t in tasks if not t.ended()])
+    print(f"{len(tasks) - len(todo)} of {len(tasks)} task(s) already ended")
+    if todo:
+      opts = slurm_jobs.options(args, None)
+      name = args.name or Path(args.manifest).stem
+      slurm_jobs.submit_array(root.make(), name, todo, opts, kind="train")
+    return 0
+  saved = root.read_json("options.json")
+  if root.plan() is not None:
+    slurm_jobs.resubmit_plan(root, slurm_jobs.options(args, saved, until=False))
+    print(f"plan submitted again; python -m launch.cluster status {root.root}")
+    return 0
+  spec = root.read_json("protocol.json")
+  p = Protocol.from_spec(spec) if spec else _protocol(args, ap)
+  job = slurm_jobs.submit_protocol(p, slurm_jobs.options(args, saved))
+  print(f"chain submitted (first step: job {job}); python -m launch.cluster status {p.root}")
+  return 0
+
+
 def main(argv=None) -> int:
   ap, args = parse_args(argv)
-  if args.command == "exec":  # Light: imports only what reading a manifest needs.
-    from launch import manifest
-
-    manifest.exec_entry(manifest.line(args.manifest, args.index))
-  if args.command == "ended":
-    from launch import manifest
-
-    return 0 if manifest.ended(manifest.line(args.manifest, args.index)) else 1
-  from launch import manifest, slurm_jobs
-  from launch.protocol import Protocol, StepError
-
   try:
+    if args.command in ("exec", "ended"):
+      return _task(args)
     if args.command == "status":
       s = slurm_jobs.status(args.root)
       print(json.dumps(s, indent=1) if args.json else slurm_jobs.format_status(s))
@@ -154,23 +151,8 @@ def main(argv=None) -> int:
     if args.command == "step":
       slurm_jobs.run_step(args.root, args.step, args.after)
       return 0
-    root = slurm_jobs.Root(args.root)
-    if args.command == "submit-manifest":
-      entries = manifest.read(args.manifest)
-      todo = manifest.renumber([e for e in entries if not manifest.ended(e)])
-      print(f"{len(entries) - len(todo)} of {len(entries)} task(s) already ended")
-      if todo:
-        opts = _options(args, None)
-        name = args.name or Path(args.manifest).stem
-        slurm_jobs.submit_array(root.make(), name, todo, opts, kind="train")
-      return 0
-    spec = root.read_json("protocol.json")
-    p = Protocol.from_spec(spec) if spec else _protocol(args, ap)
-    opts = _options(args, root.read_json("options.json"))
-    job = slurm_jobs.submit_protocol(p, opts)
-    print(f"chain submitted (first step: job {job}); python -m launch.cluster status {p.root}")
-    return 0
-  except (slurm_jobs.ClusterError, StepError, manifest.ManifestError) as e:
+    return _submit(args, ap)
+  except (slurm_jobs.ClusterError, StepError, manifest.ManifestError, OSError) as e:
     print(f"launch.cluster: error: {e}", file=sys.stderr)
     return 1
 

@@ -101,10 +101,13 @@ def bench_record(folder: Path) -> dict:
   return json.loads(path.read_text()) if path.exists() else {"segments": []}
 
 
-def close_killed_segments(folder: Path, record: dict) -> None:
+def close_killed_segments(folder: Path, record: dict, running=()) -> None:
   """A segment that started but never ended (the session stopped): wall time up to the last write
-  of its log, CPU time unknown."""
+  of its log, CPU time unknown. `running`: the (phase, start) of segments still running here."""
+  running = set(running)
   for s in [s for s in record["segments"] if "end" not in s]:
+    if (s["phase"], s["start"]) in running:
+      continue
     log = Path(folder) / f"{s['phase']}.log"
     s["end"] = log.stat().st_mtime if log.exists() else s["start"]
     s["wall_s"], s["cpu_s"], s["killed"] = s["end"] - s["start"], None, True
@@ -128,6 +131,8 @@ class _Runner:
     self.state = {t.name: "ended" if t.ended() else "todo" for t in tasks}
     self.result = Result()
     self.cond = threading.Condition()
+    self.bench = threading.Lock()  # Tasks of one folder (a stage's logs) share its bench.json.
+    self.segments: set[tuple[str, float]] = set()  # (phase, start) of the running tasks.
     self.procs: dict[int, subprocess.Popen] = {}
 
   def needs(self, t: Task) -> list[str]:
@@ -188,36 +193,48 @@ class _Runner:
     log.parent.mkdir(parents=True, exist_ok=True)
     prefix, env, core = self.lanes.prefix_env(lane)
     env.update(dict(t.env))
-    record = bench_record(log.parent)
-    close_killed_segments(log.parent, record)
     seg = {"phase": log.stem, "core": core, "start": time.time()}
-    record["segments"].append(seg)
-    write_json(log.parent / "bench.json", record)
+    with self.bench:
+      record = bench_record(log.parent)
+      close_killed_segments(log.parent, record, self.segments)
+      self.segments.add((seg["phase"], seg["start"]))
+      record["segments"].append(seg)
+      write_json(log.parent / "bench.json", record)
     where = f" on core {core}" if core is not None else ""
     self.say(f"[{t.stage}] {t.name}{where}")
     with open(log, "a") as out:
       out.write(f"$ {t.command or ' '.join(t.argv)}\n")
       out.flush()
-      proc = subprocess.Popen(
-        prefix + list(t.argv), cwd=t.cwd, env=env, stdout=out, stderr=subprocess.STDOUT
-      )
-      with self.cond:
-        self.procs[proc.pid] = proc
-        if self.result.stopped:
-          proc.send_signal(signal.SIGTERM)
-      _, status, usage = os.wait4(proc.pid, 0)
-      proc.returncode = os.waitstatus_to_exitcode(status)
-      with self.cond:
-        self.procs.pop(proc.pid, None)
+      code, cpu_s = self._spawn(prefix + list(t.argv), t.cwd, env, out)
     seg["end"] = time.time()
-    seg["wall_s"], seg["cpu_s"] = seg["end"] - seg["start"], usage.ru_utime + usage.ru_stime
-    seg["returncode"] = proc.returncode
-    record = bench_record(log.parent)  # Another task of the same folder may have written it.
-    for s in record["segments"]:
-      if s.get("start") == seg["start"] and s.get("phase") == seg["phase"] and "end" not in s:
-        s.update(seg)
-    write_json(log.parent / "bench.json", record)
-    return proc.returncode
+    seg["wall_s"], seg["cpu_s"] = seg["end"] - seg["start"], cpu_s
+    seg["returncode"] = code
+    with self.bench:
+      record = bench_record(log.parent)  # Another task of the same folder may have written it.
+      for s in record["segments"]:
+        if s.get("start") == seg["start"] and s.get("phase") == seg["phase"] and "end" not in s:
+          s.update(seg)
+      write_json(log.parent / "bench.json", record)
+      self.segments.discard((seg["phase"], seg["start"]))
+    return code
+
+  def _spawn(self, argv: list[str], cwd: str, env: dict, out) -> tuple[int, float]:
+    """Runs `argv` to its end, its output to `out`; (exit status, CPU seconds). A command that
+    cannot start (no such program or folder) is status 127, said in its log."""
+    try:
+      proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    except OSError as e:
+      out.write(f"cannot start the command: {e}\n")
+      return 127, 0.0
+    with self.cond:
+      self.procs[proc.pid] = proc
+      if self.result.stopped:
+        proc.send_signal(signal.SIGTERM)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    with self.cond:
+      self.procs.pop(proc.pid, None)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
   def stop(self, signum, frame) -> None:
     with self.cond:

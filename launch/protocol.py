@@ -5,10 +5,13 @@ A `Protocol` is JSON-able (`spec`): the root (stage results, selection and repor
 under ROOT/runs), the interpreter, the `launch.sweep` arguments every stage shares (`common`) and
 each stage's own, the test data of the evaluation, and optional data-preparation commands. Two
 runners drive the same steps, so they run the same commands in the same order:
-* `run_local` (`launch.reproduce_mini`): each stage's commands as subprocesses, `jobs` at a time;
+* `run_local` (`launch.reproduce_mini`): each stage's commands run by `launch.local`, `jobs` at a
+  time, each one's output in ROOT/logs/STAGE/NAME.log (its times in bench.json beside it);
 * `launch.slurm_jobs`: each stage's commands as one SLURM job array, each step a job after it.
 Every `launch.sweep` invocation runs in this process (the same code as its command line) and is
-logged with its output file in ROOT/commands.sh; stage commands are logged as they start.
+logged with its output file in ROOT/commands.sh; stage commands are logged as a stage starts.
+The module imports no JAX (`launch.sweep` is imported when a step runs it), so the chain's step
+jobs and `launch.cluster` start light.
 """
 
 import contextlib
@@ -17,10 +20,9 @@ import io
 import json
 import shlex
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from launch import manifest, sweep
+from launch import local, manifest
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = "report"
@@ -68,6 +70,8 @@ class Protocol:
 
   def sweep(self, *args: str, out: Path) -> str:
     """`python -m launch.sweep ARGS > OUT`, run in this process; returns its output."""
+    from launch import sweep  # Imports JAX: only when a step runs it.
+
     line = self.record([self.python, "-m", "launch.sweep", *args], stdout=out)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
@@ -86,7 +90,7 @@ class Protocol:
 
   # --- The steps --------------------------------------------------------------------------------
 
-  def data_entries(self) -> list[dict]:
+  def data_entries(self) -> list[manifest.Task]:
     """The data-preparation commands whose outputs are missing."""
     out = [
       manifest.entry(0, "data", d["name"], d["command"], self.repo, outputs=d["outputs"])
@@ -94,7 +98,7 @@ class Protocol:
     ]
     return manifest.renumber([e for e in out if not manifest.ended(e)])
 
-  def _stage(self, stage: str, text: str) -> list[dict]:
+  def _stage(self, stage: str, text: str) -> list[manifest.Task]:
     """`launch.sweep --format json` output (runs or populations) as manifest entries."""
     out = []
     for item in json.loads(text) if text.strip() else []:
@@ -103,7 +107,7 @@ class Protocol:
       out.append(manifest.entry(0, stage, item["name"], item["command"], self.repo, runs=runs))
     return manifest.renumber(out)
 
-  def stage1_entries(self) -> list[dict]:
+  def stage1_entries(self) -> list[manifest.Task]:
     """Stage 1's runs (or populations) not yet finished."""
     args = ["--stage", "1", *self.stage1, *self.common, "--skip-finished", "--format", "json"]
     return self._stage("stage1", self.sweep(*args, out=self.work / "stage1.json"))
@@ -113,7 +117,7 @@ class Protocol:
       "--collect", str(self.work / "runs" / f"stage{stage}"), out=self.work / f"stage{stage}.csv"
     )
 
-  def stage2_entries(self, round_: int) -> list[dict]:
+  def stage2_entries(self, round_: int) -> list[manifest.Task]:
     """Stage 2's runs of round `round_` (from 1): each cell's selected configuration at both
     floors, unstable ones replaced given the rounds before; those not yet finished."""
     more = ["--stage2-results", str(self.work / "stage2.csv")] if round_ > 1 else []
@@ -130,7 +134,7 @@ class Protocol:
     args = ["--select", *self._both(), "--families", self.families, "--sizes", self.sizes]
     return json.loads(self.sweep(*args, out=self.work / "selection.json"))
 
-  def evaluate_entries(self) -> list[dict]:
+  def evaluate_entries(self) -> list[manifest.Task]:
     """The evaluation of every selected run on the test data (those not yet written): the jobs
     of `launch.sweep --evaluate --format json`, each with the files it writes."""
     args = ["--evaluate", *self._both(), "--test-data", *self.test_data]
@@ -151,13 +155,25 @@ class Protocol:
     self.sh(self.report_argv())
 
 
+def run_stage(p: Protocol, tasks: list[manifest.Task], jobs: int, say=print) -> None:
+  """A stage's tasks run here by `launch.local`, `jobs` at a time (each logged in
+  ROOT/commands.sh first); raises StepError naming each one that failed, with its log."""
+  if not tasks:
+    return
+  for t in tasks:
+    p.record(list(t.argv))
+  result = local.run(tasks, local.pool(jobs), log_dir=p.work / "logs", say=say)
+  if result.failures or result.blocked:
+    raise StepError("; ".join(map(str, result.failures)) or "tasks not run")
+  if result.stopped:
+    raise StepError("stopped by a signal; rerun the same command to resume")
+
+
 def run_local(p: Protocol, jobs: int, say=print) -> None:
   """The whole protocol in this process: each stage's commands `jobs` at a time."""
 
-  def run_all(entries: list[dict]) -> None:
-    if entries:
-      with ThreadPoolExecutor(max(jobs, 1)) as pool:
-        list(pool.map(lambda e: p.sh(e["argv"]), entries))
+  def run_all(tasks: list[manifest.Task]) -> None:
+    run_stage(p, tasks, jobs, say)
 
   say("[1/6] data")
   run_all(p.data_entries())

@@ -8,7 +8,9 @@
                         (`launch.cluster status WORK` reads it); `--wait` returns when the chain
                         has ended, 0 only if every stage finished;
     --python PY         the interpreter of every task (default: this one);
-    --until STAGE       the plan's stages up to STAGE only (e.g. train: no evaluation yet).
+    --until STAGE       the plan's stages up to STAGE only (e.g. train: no evaluation yet);
+    SLURM's flags       (`add_slurm_flags`, shared with `launch.cluster`) each array task's and
+                        step's resources and limits: partition, account, time, CPUs, GPUs, ...
 """
 
 import argparse
@@ -27,6 +29,29 @@ def add_flags(ap: argparse.ArgumentParser, *, cores: str = "") -> None:
   g.add_argument("--cores", default=cores, help="local: one task at a time on each of these cores")
   g.add_argument("--jobs", type=int, default=0, help="local: N tasks at a time, unpinned")
   g.add_argument("--until", default="", metavar="STAGE", help="the stages up to STAGE only")
+  add_slurm_flags(ap)
+
+
+def add_slurm_flags(ap: argparse.ArgumentParser) -> None:
+  """The resources and limits of SLURM's jobs (`launch.slurm_jobs.Options`: a flag given
+  overrides what an earlier submission of the same root saved; one not given keeps it)."""
+  g = ap.add_argument_group("SLURM jobs (--scheduler slurm, launch.cluster)")
+  g.add_argument("--partition")
+  g.add_argument("--account")
+  g.add_argument("--qos")
+  g.add_argument("--time", help="time limit of each array task (sbatch --time), e.g. 24:00:00")
+  g.add_argument("--step-time", help="time limit of each step job between stages")
+  g.add_argument("--gpus-per-task", type=int, help="GPUs of each process of a run (0: CPU)")
+  g.add_argument("--tasks-per-run", type=int, help="processes of one run (one per GPU)")
+  g.add_argument("--cpus-per-task", type=int, help="CPUs of each process, bound by SLURM (1)")
+  g.add_argument("--throttle", type=int, help="array tasks running at once (%%N); 0: no limit")
+  g.add_argument("--retries", type=int, help="reruns of a crashed task (default 2)")
+  g.add_argument("--signal-seconds", type=int, help="SIGTERM this long before the limit (120)")
+  g.add_argument("--max-array", type=int, help="tasks per array (default 1000)")
+  g.add_argument(
+    "--sbatch-arg", action="append", dest="sbatch_args", metavar="ARG",
+    help="passed to every sbatch as is (repeatable), e.g. --sbatch-arg=--constraint=a100",
+  )  # fmt: skip
 
 
 def until(tasks: list[Task], stage: str, stages: list[str]) -> list[Task]:

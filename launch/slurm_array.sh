@@ -13,7 +13,8 @@
 # task is requeued: ARRAYID_TASKID (an array's first task shares the array's id, which names
 # every task). A task that crashed (any other status) is run again in its allocation, at most
 # --retries times, unless every run of it has ended (a population whose member the non-finite
-# guard aborted finishes the others and exits non-zero: rerunning it would change nothing).
+# guard aborted finishes the others and exits non-zero: rerunning it would change nothing), nor when
+# its manifest line cannot be read (`launch.cluster ended` says neither "ended" nor "not ended").
 # With --task-dir, "start TIME TASK" and "exit TIME TASK STATUS" lines go to DIR/MANIFEST_INDEX
 # (launch.cluster status reads them).
 # The trainer's environment (memory fraction, XLA flags, compilation cache) is set by the trainer
@@ -87,8 +88,15 @@ while :; do
     run_cmd scontrol requeue "$TASK"
     exit "$status"
   fi
-  if "$PYTHON" -m launch.cluster ended "$MANIFEST" "$INDEX"; then
+  # "ended" or "not ended"; anything else (an unreadable manifest: one error line) is not worth
+  # a retry, which would read the same file.
+  verdict="$("$PYTHON" -m launch.cluster ended "$MANIFEST" "$INDEX")" || true
+  if [[ "$verdict" == "ended" ]]; then
     echo "$PROG: exit status $status, but every run of the task has ended (see launch.cluster status)" >&2
+    exit "$status"
+  fi
+  if [[ "$verdict" != "not ended" ]]; then
+    echo "$PROG: exit status $status, and the task cannot be read (above); not retrying" >&2
     exit "$status"
   fi
   if (( attempt >= RETRIES )); then

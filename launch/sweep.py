@@ -12,7 +12,7 @@ r"""The paper's two-stage training protocol (Walker & Lyons, appendix C) as comm
 
 Stage 1 is the grid 4 families x 4 sizes x lr x warmup x beta2 x weight decay, one epoch each
 (`--steps`, default 310,944 / 4 = 77,736) with linear warmup then a constant rate. `--collect ROOT`
-writes, as CSV, one row per run under ROOT with a training summary (`chessjax.workdir.SUMMARY`): its
+writes, as CSV, one row per run under ROOT with a training summary (`chessjax.rundir.SUMMARY`): its
 hyperparameters, every validation metric (`val_*`) and its health (finished, non-finite batches,
 rollbacks, aborted).
 
@@ -61,9 +61,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from chessjax import workdir as workdirs
+from chessjax import rundir
 from chessjax.members import MEMBER_KEYS
-from chessjax.workdir import find_workdirs
+from chessjax.rundir import find_workdirs
 from chessjax.world_model import grid, selection
 from chessjax.world_model.selection import RunRecord
 from configs import cwm
@@ -415,7 +415,7 @@ def collect(root: str | Path, log=None) -> list[dict]:
       continue
     if not run.has_summary:
       if log:
-        print(f"# {name}: skipped, no {workdirs.SUMMARY} (running or crashed)", file=log)
+        print(f"# {name}: skipped, no {rundir.SUMMARY} (running or crashed)", file=log)
       continue
     if log and run.health() != "finished":
       print(f"# {name}: {run.health()}", file=log)
@@ -442,7 +442,7 @@ def collect(root: str | Path, log=None) -> list[dict]:
     row["workdir"] = str(workdir)
     rows.append(row)
   if not rows:
-    raise SweepError(f"--collect: no runs with a {workdirs.SUMMARY} under {root}")
+    raise SweepError(f"--collect: no runs with a {rundir.SUMMARY} under {root}")
   for stage in (1, 2):  # The same checks stage 2 will apply.
     parse_results([r for r in rows if r["stage"] == stage], str(root), stage)
   return rows
@@ -675,7 +675,7 @@ def build(args: argparse.Namespace, log=None) -> list[dict]:
   if len(set(names)) != len(names):
     raise SweepError("two runs would share a workdir")  # Names encode every hyperparameter.
   if args.skip_finished:
-    jobs = [j for j in jobs if not workdirs.finished(j["workdir"], j["overrides"]["train.steps"])]
+    jobs = [j for j in jobs if not rundir.finished(j["workdir"], j["overrides"]["train.steps"])]
   return jobs
 
 
@@ -752,7 +752,7 @@ def evaluate_jobs(choices, test_data: Sequence[str], python: str, extra: str) ->
       argv = [python, "-m", "chessjax.world_model.evaluate", "--workdir", workdir]
       out.append({
         "family": c.cell[0], "size": c.cell[1], "name": Path(workdir).name, "workdir": workdir,
-        "outputs": [str(Path(workdir) / workdirs.EVAL_DIR / f"{n}.json") for n in names],
+        "outputs": [str(Path(workdir) / rundir.EVAL_DIR / f"{n}.json") for n in names],
         "command": shlex.join([*argv, "--data", *test_data, *shlex.split(extra)]),
       })  # fmt: skip
   return out

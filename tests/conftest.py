@@ -348,6 +348,36 @@ def lm_grid_local(tmp_path_factory) -> Path:
   )
 
 
+# `launch.transfer` at toy size (issue 53): one family, its source trained here on
+# `small_dataset`, the four arms at two Ns (`transfer_local`; tests/cluster sends the same flags
+# through SLURM and compares the records).
+def transfer_flags(work, data) -> list[str]:
+  return [
+    "--work", str(work), "--families", "gated_deltanet", "--chess-train", str(data),
+    "--source-steps", "3", "--steps", "2", "--batch-size", "4", "--max-len", "32",
+    "--test-games", "6", "--train-games", "8,16", "--eval-every", "3", "--eval-batches", "1",
+    "--checkpoint-every", "2",
+  ]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def transfer_local(tmp_path_factory, small_dataset) -> Path:
+  """The WORK of `launch.transfer` with `transfer_flags`, run here one task at a time on this
+  worker's core (`--cores`: taskset, one XLA thread; a SLURM task asking for one CPU is bound to
+  one). Its output is in WORK.out beside it. Made once per run (`built_once`); never modify it."""
+
+  def build(out):
+    core = str(min(os.sched_getaffinity(0)))
+    argv = [sys.executable, "-m", "launch.transfer", *transfer_flags(out, small_dataset)]
+    done = subprocess.run(
+      [*argv, "--cores", core], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    out.with_suffix(".out").write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+  return built_once(tmp_path_factory, "transfer_local", build)
+
+
 # The tiers (README, "Two commands"): `make test` runs every test; `make test-fast` runs the quick
 # tier, the tests with none of these markers: the checks that need no training run, no second
 # process and no browser. Markers come from the tests' own `pytest.mark` and from the rules below;
@@ -362,6 +392,7 @@ FIXTURE_TIERS = {
   "reproduce_mini_local": "slow",
   "cwm_mini_local": "slow",
   "lm_grid_local": "slow",
+  "transfer_local": "slow",
 }
 # The tier of a test module that imports from one of these helper modules (tests/NAME.py).
 HELPER_TIERS = {"multiprocess": "multiprocess"}
@@ -521,6 +552,7 @@ LONGEST_MODULES = (
   "test_process_pgn",
   "test_plugin_family",
   "test_lm_picker",
+  "test_local_runner",
 )
 
 

@@ -1070,9 +1070,9 @@ def test_evaluate_as_json_is_what_the_protocol_runs(capsys, tmp_path):
   p.work.joinpath("stage1.csv").write_text(stage1.read_text())
   p.work.joinpath("stage2.csv").write_text((tmp_path / "stage2.csv").read_text())
   (entry,) = p.evaluate_entries()
-  assert entry["index"] == 0 and entry["stage"] == "evaluate"
-  assert (entry["name"], entry["command"]) == (evaluations[1]["name"], evaluations[1]["command"])
-  assert entry["outputs"] == evaluations[1]["outputs"] and entry["runs"] == []
+  assert entry.index == 0 and entry.stage == "evaluate"
+  assert (entry.name, entry.command) == (evaluations[1]["name"], evaluations[1]["command"])
+  assert list(entry.outputs) == evaluations[1]["outputs"] and entry.runs == ()
   assert json.loads((p.work / "evaluate.json").read_text()) == evaluations
   assert "--format json > " in (p.work / "commands.sh").read_text()
 

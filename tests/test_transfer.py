@@ -1,31 +1,22 @@
-"""launch/transfer.py end to end at toy size: chess sources trained by the command, scored on
-atomic and chess random-uniform games, fine-tuned and trained from scratch on N atomic games,
-scored again; the record's structure, and a rerun that does nothing new."""
+"""launch/transfer.py end to end at toy size (conftest's `transfer_local`: one family, its chess
+source trained by the plan, the four arms at two Ns, every run and the source scored on atomic and
+chess random-uniform games): the runs' names and configs, the record's structure (families ->
+seeds -> runs -> N -> arm), and a rerun that runs nothing; the lichess export as training set."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
+from conftest import transfer_flags
 
-from chessjax import init_from
-from chessjax import workdir as workdirs
-from chessjax.world_model import strata
-from launch import transfer
+from chessjax import init_from, rundir
+from launch import local, transfer
 
 pytestmark = pytest.mark.slow
 
-FAMILIES = ("slice",)  # One family: each adds 5 runs (10 commands); nothing here is per family.
-NS = (8, 16)
-
-
-def _argv(work, dataset):
-  return [
-    "--work", str(work), "--families", ",".join(FAMILIES), "--chess-train", str(dataset),
-    "--source-steps", "3", "--steps", "2", "--batch-size", "4", "--max-len", "32",
-    "--test-games", "6", "--train-games", ",".join(map(str, NS)), "--eval-every", "3",
-    "--eval-batches", "1", "--checkpoint-every", "2",
-    "--cores", str(min(os.sched_getaffinity(0))),  # This worker's own core.
-  ]  # fmt: skip
+FAMILY, SEED, NS = "gated_deltanet", 0, (8, 16)  # conftest.transfer_flags.
+STEPS, SOURCE_STEPS = 2, 3
 
 
 def _segments(work) -> int:
@@ -34,41 +25,61 @@ def _segments(work) -> int:
   )
 
 
-def test_transfer_end_to_end_and_a_rerun_does_nothing_new(small_dataset, tmp_path, capsys):
-  work = tmp_path / "transfer"
-  transfer.main(_argv(work, small_dataset))
+def _check_run(work, arm: str, n: int, scores: dict) -> None:
+  """One arm's workdir FAMILY_sSEED_ARM_N: its data, steps, start (the source or none), scores."""
+  wd = transfer.run_dir(work, FAMILY, SEED, arm, n)
+  assert wd.name == f"{FAMILY}_s{SEED}_{arm}_{n}"
+  steps = SOURCE_STEPS + STEPS if arm == "scratch_equal" else STEPS
+  assert scores["steps"] == steps and scores["train_cpu_s"] > 0 and scores["eval_cpu_s"] > 0
+  for split in transfer.SPLITS:
+    assert scores[split]["checkpoint_step"] == steps and scores[split]["loss"] > 0
+  config = json.loads((wd / rundir.CONFIG).read_text())
+  assert config["data"]["max_train_games"] == n and config["data"]["val_split"] == "none"
+  games = "chess_train_random" if arm == "control" else "atomic_train"
+  assert Path(config["data"]["train"]).name == games
+  summary = rundir.read_summary(wd)
+  if arm in transfer.FROM_SOURCE:
+    init = summary["init"]
+    assert init == init_from.read_record(wd)
+    assert init["workdir"] == str(transfer.run_dir(work, FAMILY, SEED, "source"))
+  else:
+    assert "init" not in summary
+
+
+def test_transfer_end_to_end_and_a_rerun_runs_nothing(transfer_local, small_dataset, capsys):
+  work = transfer_local
   record = json.loads((work / "transfer.json").read_text())
-  assert list(record["families"]) == list(FAMILIES)
-  for family, row in record["families"].items():
-    assert row["source"]["workdir"] == f"runs/{family}_source"
-    for split in transfer.SPLITS:
-      assert row["source"][split]["games"] == 6 and 0 <= row["source"][split]["exact_state"] <= 1
-    assert set(row["source"]["atomic"]["strata"]) == set(strata.ATOMIC_STRATA)
-    assert list(row["runs"]) == [str(n) for n in NS]
-    for n in NS:
-      for kind in ("ft", "scratch"):
-        run = row["runs"][str(n)][kind]
-        assert run["atomic"]["checkpoint_step"] == run["chess"]["checkpoint_step"] == 2
-        assert run["atomic"]["loss"] > 0 and run["chess"]["loss"] > 0
-      ft = transfer.run_dir(work, family, "ft", n)
-      init = workdirs.read_summary(ft)["init"]
-      assert init == init_from.read_record(ft) and init["workdir"] == str(
-        transfer.run_dir(work, family, "source")
-      )
-      config = json.loads((ft / workdirs.CONFIG).read_text())
-      assert config["data"]["max_train_games"] == n and config["data"]["val_split"] == "none"
-      scratch = workdirs.read_summary(transfer.run_dir(work, family, "scratch", n))
-      assert "init" not in scratch
+  assert record["args"]["arms"] == list(transfer.ARMS)
+  assert list(record["families"]) == [FAMILY]
+  assert list(record["families"][FAMILY]["seeds"]) == [str(SEED)]
+  cell = record["families"][FAMILY]["seeds"][str(SEED)]
+  source = cell["source"]
+  assert source["workdir"] == f"runs/{FAMILY}_s{SEED}_source" and source["steps"] == SOURCE_STEPS
+  for split in transfer.SPLITS:
+    assert source[split]["games"] == 6 and 0 <= source[split]["exact_state"] <= 1
+  assert set(source["atomic"]["strata"]) == set(transfer.ATOMIC_STRATA)
+  assert list(cell["runs"]) == [str(n) for n in NS]
+  for n in NS:
+    assert list(cell["runs"][str(n)]) == list(transfer.ARMS)
+    for arm, scores in cell["runs"][str(n)].items():
+      _check_run(work, arm, n, scores)
   text = (work / "transfer.md").read_text()
-  assert "| slice | 8 | 0 |" in text and "| slice | 16 | 0 |" in text  # Per N, seeds, arms.
+  assert f"| {FAMILY} | {NS[0]} | {SEED} |" in text  # A row per N: seeds, then the arms.
+  twins = record["test_sets"]["twins"]  # Each atomic test game beside its chess twin.
+  assert twins["games"] == 6 and 0 <= twins["with_twin"] <= 6
+  after = cell["runs"][str(NS[0])]["ft"]["atomic"]["after_divergence"]
+  assert set(after) >= {"games", "steps", "loss", "labelwise", "exact_state", "trajectory"}
   assert (work / "transfer.png").read_bytes()[:4] == b"\x89PNG"
-  segments = _segments(work)
+  # Again, up to the evaluation (the report always runs): every task has ended, none runs.
+  segments, text = _segments(work), (work / "transfer.json").read_text()
   capsys.readouterr()
-  transfer.main(_argv(work, small_dataset))
+  core = str(min(os.sched_getaffinity(0)))
+  argv = transfer_flags(work, small_dataset) + ["--cores", core, "--until", "evaluate"]
+  assert transfer.main(argv) == 0
   out = capsys.readouterr().out
-  assert "0 runs to do of 1\n" in out and "0 runs to do of 4\n" in out  # Sources, then the rest.
+  assert "0 task(s) to run of 22\n" in out, out  # 4 datasets, 1 source, 8 runs, 9 evaluations.
   assert _segments(work) == segments  # Nothing trained or scored again.
-  assert json.loads((work / "transfer.json").read_text()) == record
+  assert (work / "transfer.json").read_text() == text
 
 
 def _atomic_pgn(path, games: int) -> None:
@@ -93,9 +104,11 @@ def _atomic_pgn(path, games: int) -> None:
 def test_a_lichess_atomic_export_is_the_training_set(small_dataset, tmp_path):
   pgn = tmp_path / "atomic.pgn"
   _atomic_pgn(pgn, 12)
-  args = transfer.parse_args(_argv(tmp_path / "w", small_dataset) + ["--lichess-atomic", str(pgn)])
-  args.ns = [4, 8]
-  data = transfer.prepare(args, tmp_path / "w")
+  argv = transfer_flags(tmp_path / "w", small_dataset) + ["--lichess-atomic", str(pgn)]
+  args = transfer.parse_args(argv + ["--train-games", "4,8", "--arms", "ft,scratch"])
+  tasks = [t for t in transfer.plan(args, argv) if t.stage == "data"]
+  assert local.run(tasks, local.pool(1), log_dir=tmp_path / "logs").ok
+  data = transfer.data_paths(args, Path(args.work))
   manifest = json.loads((data["atomic_train"] / "manifest.json").read_text())
   assert manifest["splits"]["train"]["games"] == 8  # The first max(N) atomic games, no other.
   assert manifest["encoding"]["variant"] == "atomic" and manifest["skipped"]["variant"] == 1

@@ -15,6 +15,13 @@
   chain; the two runs here share this process's settings and one CPU per process (a SLURM task is
   bound to the one CPU it asked for), and must agree bit for bit.
 
+* the transfer experiment at toy size (conftest.py's `transfer_flags`: one family, its source
+  trained by the plan, four arms at two Ns) with `--scheduler slurm --wait` gives the record of the
+  same command run here (`transfer_local`), floats to relative 1e-5 (a local task runs with one
+  XLA thread, a SLURM task on the one CPU it asked for), and `status` counts every stage finished;
+* a plan whose task fails stops its chain before the next stage, naming the task and its log (exit
+  status 1), and submitting it again runs only what did not end.
+
 One array of three training runs serves the next two checks (`array`):
 * a task sent SIGTERM by `scancel --signal=TERM` (what the time limit and preemption send) saves,
   exits 75 and is requeued; released at once (`StartTime=now`, not SLURM's begin-time hold), it
@@ -28,6 +35,8 @@ XLA's optimisations (the suite turns them off: its programs mostly run a step or
 hundred and take a third of the time so).
 """
 
+import argparse
+import dataclasses
 import json
 import os
 import re
@@ -42,11 +51,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import LM_GRID_FLAGS, MINI_FLAGS, cwm_mini_flags
+from conftest import LM_GRID_FLAGS, MINI_FLAGS, cwm_mini_flags, transfer_flags
 
 from chessjax import runtime
 from chessjax import workdir as workdirs
-from launch import cwm_mini, lm_sweep, manifest
+from launch import cwm_mini, lm_sweep, manifest, slurm_jobs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -148,7 +157,7 @@ def wait_for(what: str, ok, timeout: float = 240, every: float = 0.3):
   return value
 
 
-def train_entry(dataset, work, devices: int, stage: str) -> dict:
+def train_entry(dataset, work, devices: int, stage: str) -> manifest.Task:
   argv = [
     sys.executable, "-m", "chessjax.main",
     f"--config={REPO / 'configs' / 'cwm.py'}:family={SMOKE_FAMILY},size=d128,smoke=True",
@@ -161,7 +170,7 @@ def train_entry(dataset, work, devices: int, stage: str) -> dict:
   command = " ".join(map(str, argv))
   env = {"XLA_FLAGS": flags.strip(), "JAX_DISABLE_MOST_OPTIMIZATIONS": "0"}
   e = manifest.entry(0, stage, work.name, command, REPO, env=env)
-  return dict(e, argv=argv, runs=[{"workdir": str(work), "steps": STEPS}])
+  return dataclasses.replace(e, argv=tuple(map(str, argv)), runs=(manifest.Run(str(work), STEPS),))
 
 
 def submit(root, entries, *flags) -> str:
@@ -333,7 +342,7 @@ def test_a_killed_task_is_failed_and_resubmitted_alone(array):
   r = cluster("submit-manifest", root / "cluster", root / "input.jsonl")
   assert "2 of 3 task(s) already ended" in r.stdout, r.stdout
   (again,) = manifest.read(root / "cluster" / "slurm" / "manifests" / "input-002.jsonl")
-  assert again["runs"] == [{"workdir": str(killed), "steps": STEPS}]
+  assert again.runs == (manifest.Run(str(killed), STEPS),)
   job2 = r.stdout.split("array job ")[-1].split()[0]
   wait_for("the rerun", lambda: not any(k.startswith(f"{job2}_") for k in squeue()), timeout=300)
   assert workdirs.finished(killed, STEPS)
@@ -407,3 +416,94 @@ def test_an_array_task_gets_the_trainers_environment(slurm, tmp_path):
   assert kept["platform"] == "gpu"
   assert kept["env"] == {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5",
                          "XLA_FLAGS": f"--xla_dump_to=/tmp/x {gpu}"}  # fmt: skip
+
+
+def _record(work) -> dict:
+  """WORK/transfer.json, WORK's path as "WORK", without the times (`*_cpu_s`: no bench.json on
+  SLURM)."""
+
+  def strip(x):
+    if isinstance(x, dict):
+      return {k: strip(v) for k, v in x.items() if not k.endswith("_cpu_s")}
+    return [strip(v) for v in x] if isinstance(x, list) else x
+
+  return strip(json.loads((work / "transfer.json").read_text().replace(str(work), "WORK")))
+
+
+def _assert_close(ours, theirs, where="record") -> None:
+  """Equal, but floats to relative 1e-5."""
+  assert type(ours) is type(theirs), where
+  if isinstance(ours, dict):
+    assert list(ours) == list(theirs), where
+    for k in ours:
+      _assert_close(ours[k], theirs[k], f"{where}.{k}")
+  elif isinstance(ours, list):
+    assert len(ours) == len(theirs), where
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+      _assert_close(a, b, f"{where}[{i}]")
+  elif isinstance(ours, float):
+    assert ours == pytest.approx(theirs, rel=1e-5), where
+  else:
+    assert ours == theirs, where
+
+
+def test_the_transfer_plan_through_slurm_equals_the_local_run(
+  slurm, small_dataset, request, tmp_path
+):
+  work = tmp_path / "transfer"
+  argv = [sys.executable, "-m", "launch.transfer", *transfer_flags(work, small_dataset)]
+  proc = subprocess.Popen(
+    [*argv, "--scheduler", "slurm", "--wait"], cwd=REPO, stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE, text=True,
+  )  # fmt: skip
+  try:
+    local = request.getfixturevalue("transfer_local")  # Made meanwhile, or by test_transfer.
+    out, err = proc.communicate(timeout=480)
+  finally:
+    proc.kill()
+  assert proc.returncode == 0, out[-3000:] + err[-3000:]
+  assert "chain done at step end: every stage finished" in out, out
+  ours, theirs = _record(work), _record(local)
+  assert ours["families"]["gated_deltanet"]["seeds"]["0"]["runs"]["16"]["ft"]["atomic"]["loss"] > 0
+  _assert_close(ours, theirs)
+  s = status(work)
+  assert list(s["stages"]) == ["data", "source", "train", "evaluate", "report"]
+  totals = {stage: (st["finished"], st["total"]) for stage, st in s["stages"].items()}
+  assert totals == {"data": (4, 4), "source": (1, 1), "train": (8, 8), "evaluate": (9, 9),
+                    "report": (1, 1)}, s  # fmt: skip
+  assert s["stages"]["train"]["steps"] == s["stages"]["train"]["total_steps"] == 6 * 2 + 2 * 5
+  assert s["chain"]["state"] == "done"
+
+
+def test_a_plan_whose_task_fails_stops_naming_it_and_a_resubmit_runs_the_rest(
+  slurm, tmp_path, capsys
+):
+  def bash(stage, name, script, **kw):
+    return manifest.task(stage, name, ["bash", "-c", script], tmp_path, **kw)
+
+  tasks = [
+    bash("first", "ok", "echo ok >> runs; touch ok.txt", outputs=[tmp_path / "ok.txt"]),
+    bash("first", "bad", "test -e fixed && touch bad.txt", outputs=[tmp_path / "bad.txt"]),
+    bash("then", "last", "echo last >> runs"),  # Neither runs nor outputs: ended if it exits 0.
+  ]
+  args = argparse.Namespace(wait=True, retries=0, python=sys.executable)
+  work = tmp_path / "work"
+
+  def submit() -> int:
+    return slurm_jobs.run_plan(tasks, args, work, prog="plan", stages=["first", "then"])
+
+  assert submit() == 1
+  err = capsys.readouterr().err
+  log = work / "slurm" / "logs" / "first-001_1.log"
+  assert "plan: chain stopped at step then: 1 task(s) before step then did not finish" in err
+  assert f"first-001 task 1 (bad: bad.txt); log {log}" in err and log.exists()
+  s = status(work)
+  assert (s["stages"]["first"]["finished"], s["stages"]["first"]["failed"]) == (1, 1), s
+  assert (s["stages"]["then"]["pending"], s["stages"]["then"]["total"]) == (1, 1), s
+  assert s["chain"]["state"] == "stopped" and str(log) in s["stages"]["first"]["problems"].values()
+  (tmp_path / "fixed").touch()
+  assert submit() == 0, capsys.readouterr().err
+  assert (tmp_path / "runs").read_text().split() == ["ok", "last"]  # ok did not run again.
+  s = status(work)
+  assert all(st["finished"] == st["total"] == (2 if n == "first" else 1)
+             for n, st in s["stages"].items()), s  # fmt: skip
