@@ -5,7 +5,7 @@ recurrences, timed on one device.
         [--only PART_OR_ROW,...] [--toy]
 
 Every timed train step is the one a training run executes: `chessjax.step.build` of the family's
-config (`benchmarks.bench_train_step.world_model_config`, `configs/lm.py`): forward in train mode,
+config (`benchmarks.harness.world_model_config`, `configs/lm.py`): forward in train mode,
 the loss, backward, clipping, AdamW with the family's recipe and the non-finite guard, the state
 donated. Each is compiled ahead of time (compile seconds: lower + compile), run `--warmup` steps,
 then timed over `--iters` steps each to completion ("step ms", the median) and over steps

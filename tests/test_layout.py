@@ -172,7 +172,7 @@ KNOWN_CLI_IMPORTS = frozenset({
   ("benchmarks.bench_lm_train_s", "chessjax.lm.report"),
   ("benchmarks.bench_lm_train_s", "chessjax.lm.token_roles"),
   ("benchmarks.bench_parity_quality", "chessjax.world_model.evaluate"),
-  ("benchmarks.bench_population", "chessjax.population"),
+  ("benchmarks.harness", "chessjax.population"),
   ("benchmarks.bench_population_dropout", "chessjax.population"),
   ("docgen.doc_spans", "chessjax.world_model.report"),
   ("launch.cwm_tables", "chessjax.world_model.report"),
@@ -194,15 +194,6 @@ KNOWN_CLI_IMPORTS = frozenset({
   ("launch.demo_world_model", "data_prep.coverage"),
   ("launch.demo_world_model", "data_prep.process_pgn"),
   ("launch.demo_world_model", "data_prep.random_uniform"),
-  # Benchmarks whose timing helpers other benchmarks reuse.
-  ("benchmarks.bench_compile", "benchmarks.bench_parity_quality"),
-  ("benchmarks.bench_parity_quality", "benchmarks.bench_vs_reference_train"),
-  ("benchmarks.bench_population", "benchmarks.bench_train_step"),
-  ("benchmarks.bench_roofline", "benchmarks.bench_train_step"),
-  ("benchmarks.device.loop", "benchmarks.bench_train_step"),
-  ("benchmarks.device.population", "benchmarks.bench_population"),
-  ("benchmarks.device.population", "benchmarks.bench_train_step"),
-  ("benchmarks.device.steps", "benchmarks.bench_train_step"),
   # The protocol check reads the sweep command's plan.
   ("launch.protocol", "launch.sweep"),
 })  # fmt: skip

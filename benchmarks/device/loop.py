@@ -7,7 +7,6 @@ import shutil
 import time
 from pathlib import Path
 
-from benchmarks.bench_train_step import world_model_config
 from benchmarks.device.common import (
   CASES,
   DEVICE_PEAK,
@@ -26,6 +25,7 @@ from benchmarks.device.common import (
   markdown,
 )
 from benchmarks.device.steps import add_step, step_row
+from benchmarks.harness import world_model_config
 from chessjax import logs, train
 
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"

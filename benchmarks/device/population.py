@@ -3,8 +3,6 @@ alone, a K that does not fit refused before it runs, and its table."""
 
 import math
 
-from benchmarks import bench_population
-from benchmarks.bench_train_step import world_model_config
 from benchmarks.device.common import (
   B2B_MS,
   COMPILE_S,
@@ -27,6 +25,7 @@ from benchmarks.device.common import (
   markdown,
 )
 from benchmarks.device.steps import add_step, step_row
+from benchmarks.harness import time_population, world_model_config
 from chessjax import compile as compile_lib
 from chessjax import flops, memory, peaks
 from chessjax.models import model_config
@@ -95,7 +94,7 @@ def population_row(ctx: Context, family: str, size: str, batch: int, k: int) -> 
 
       config = world_model_config(family, size_run, batch=batch_run, steps=sh.steps,
                                   dtype="float32")  # fmt: skip
-      t, build_s = bench_population.time_population(config, k_run, warmup=ctx.opts.warmup,
+      t, build_s = time_population(config, k_run, warmup=ctx.opts.warmup,
                                                     iters=ctx.opts.iters, admit=admit)  # fmt: skip
     except Refused as e:
       return Row("population", "", shape=shape, status=str(e), program_gib=e.needed / GIB,

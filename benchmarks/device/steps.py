@@ -2,22 +2,11 @@
 `benchmarks.bench_device` (and the steps alone that the loop, population and A/B parts compare
 with), and their table, which docs/performance.md renders the H200's rows with."""
 
-import contextlib
-import statistics
-import time
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.bench_train_step import (
-  built_step,
-  device_batches,
-  random_batch,
-  time_step,
-  world_model_config,
-)
 from benchmarks.device.common import (
   CASES,
   COMPILE_S,
@@ -42,8 +31,17 @@ from benchmarks.device.common import (
   gib,
   markdown,
 )
+from benchmarks.harness import (
+  built_step,
+  device_batches,
+  median_seconds,
+  random_batch,
+  recurrence_inputs,
+  recurrence_programs,
+  time_step,
+  world_model_config,
+)
 from chessjax import flops, memory, peaks
-from chessjax.ops import delta_rule, slice_scan, ssd
 from chessjax.ops.impl import RECURRENCES
 from configs import lm as lm_configs
 
@@ -138,56 +136,11 @@ def lm_batch(batch: int, length: int, vocab: int, seed: int) -> dict:
   }
 
 
-def recurrence_inputs(recurrence: str, shapes: Shapes, seed: int = 0) -> tuple[tuple, Callable]:
-  """Random float32 inputs of one layer's recurrence at `shapes`, and fn(*inputs, impl, chunk)
-  returning its output sequence."""
-  rng = np.random.default_rng(seed)
-  b, t = shapes.op_batch, shapes.steps
-
-  def normal(*shape, scale=1.0):
-    return jnp.asarray(scale * rng.standard_normal(shape), jnp.float32)
-
-  if recurrence == "affine_scan":
-    g, n = shapes.slice_dims
-    inputs = (normal(b, t, g, n, n, scale=0.1 / n), normal(b, t, g * n), normal(g * n))
-    return inputs, lambda a, c, y0, impl, chunk: slice_scan.affine_scan(
-      a, c, y0, impl=impl, chunk_size=chunk
-    )
-  if recurrence == "delta_rule":
-    h, k, v = shapes.delta_dims
-    q, kk = normal(b, t, h, k), normal(b, t, h, k)
-    q, kk = (x / jnp.linalg.norm(x, axis=-1, keepdims=True) for x in (q, kk))
-    g = -jnp.abs(normal(b, t, h, scale=0.1))
-    beta = jax.nn.sigmoid(normal(b, t, h))
-    inputs = (q, kk, normal(b, t, h, v), g, beta)
-    return inputs, lambda q, k, v, g, beta, impl, chunk: delta_rule.gated_delta_rule(
-      q, k, v, g, beta, impl=impl, chunk_size=chunk
-    )[0]
-  if recurrence == "ssd":
-    h, p, n = shapes.ssd_dims
-    dt = jax.nn.softplus(normal(b, t, h) - 3.0)
-    inputs = (
-      normal(b, t, h, p),
-      dt,
-      -jnp.exp(normal(h, scale=0.5)),
-      normal(b, t, 1, n),
-      normal(b, t, 1, n),
-    )
-    return inputs, lambda x, dt, a, bb, c, impl, chunk: ssd.ssd(
-      x, dt, a, bb, c, impl=impl, chunk_size=chunk
-    )[0]
-  raise ValueError(f"no inputs for recurrence {recurrence!r}")
-
-
-def _timed(fn, inputs, warmup: int, iters: int) -> float:
-  """The median seconds of `iters` calls of `fn(*inputs)` after `warmup`, each to completion."""
-  times = []
-  for i in range(warmup + iters):
-    started = time.perf_counter()
-    jax.block_until_ready(fn(*inputs))
-    if i >= warmup:
-      times.append(time.perf_counter() - started)
-  return statistics.median(times)
+def layer_inputs(recurrence: str, shapes: Shapes, seed: int = 0) -> tuple[tuple, Callable]:
+  """Random inputs of one layer's recurrence at `shapes` (`benchmarks.harness.recurrence_inputs`:
+  the d512 layer's dimensions, or the toy's), and fn(*inputs, impl, chunk)."""
+  dims = {"affine_scan": shapes.slice_dims, "delta_rule": shapes.delta_dims, "ssd": shapes.ssd_dims}
+  return recurrence_inputs(recurrence, shapes.op_batch, shapes.steps, dims[recurrence], seed)
 
 
 def recurrence_row(ctx: Context, recurrence: str, impl: str, chunk: int, unroll: int = 1) -> Row:
@@ -195,23 +148,11 @@ def recurrence_row(ctx: Context, recurrence: str, impl: str, chunk: int, unroll:
   sh, opts = ctx.shapes, ctx.opts
 
   def measure() -> Row:
-    inputs, fn = recurrence_inputs(recurrence, sh)
-
-    def forward(*xs):
-      return fn(*xs, impl, chunk)
-
-    def loss(*xs):
-      return jnp.sum(forward(*xs).astype(jnp.float32) ** 2)
-
-    unrolled = ScanUnroll(unroll) if unroll > 1 else contextlib.nullcontext()
-    started = time.perf_counter()
-    with unrolled:
-      fwd = jax.jit(forward).lower(*inputs)
-      both = jax.jit(jax.value_and_grad(loss, argnums=tuple(range(len(inputs))))).lower(*inputs)
-    fwd, both = fwd.compile(), both.compile()
-    compile_s = time.perf_counter() - started
-    fwd_s = _timed(fwd, inputs, opts.warmup, opts.iters)
-    both_s = _timed(both, inputs, opts.warmup, opts.iters)
+    inputs, fn = layer_inputs(recurrence, sh)
+    unrolled = ScanUnroll(unroll) if unroll > 1 else None
+    fwd, both, compile_s = recurrence_programs(fn, inputs, impl, chunk, tracing=unrolled)
+    fwd_s = median_seconds(fwd, inputs, opts.warmup, opts.iters)
+    both_s = median_seconds(both, inputs, opts.warmup, opts.iters)
     row = Row("recurrence", "", shape=f"batch {sh.op_batch}, {sh.steps} steps"
               + (f", chunk {chunk}" if impl == "chunked" else ""), compile_s=compile_s,
               ms=1e3 * both_s, forward_ms=1e3 * fwd_s, tokens_s=sh.op_batch * sh.steps / both_s,
