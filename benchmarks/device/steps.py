@@ -8,15 +8,16 @@ import jax
 import numpy as np
 
 from benchmarks.device.common import (
+  B2B_MS,
   CASES,
   COMPILE_S,
   DEVICE_PEAK,
   DTYPES,
   FAMILIES,
   FULL,
-  LOOP_CASES,
   LOOP_FAMILY,
   MFU,
+  MFU_B2B,
   PROGRAM_GIB,
   SECONDS,
   SHAPE,
@@ -30,6 +31,7 @@ from benchmarks.device.common import (
   column,
   gib,
   markdown,
+  mfus,
 )
 from benchmarks.harness import (
   built_step,
@@ -42,7 +44,7 @@ from benchmarks.harness import (
   world_model_config,
 )
 from chessjax import flops, memory, peaks
-from chessjax.ops.impl import RECURRENCES
+from chessjax.ops.impl import RECURRENCES, width_of
 from configs import lm as lm_configs
 
 UNREACHED_FAMILIES = ("mamba2", "mamba3", "mamba3_mimo")  # Their d128 b32 rows (H200: not run).
@@ -87,10 +89,11 @@ def step_row(ctx: Context, family: str, size: str, batch: int, dtype: str, unrol
                   warmup=ctx.opts.warmup, iters=ctx.opts.iters, tracing=unrolled)  # fmt: skip
     tokens_s = batch_run * sh.steps / (t.ms / 1e3)
     per_token = flops.per_token(built.model.cfg, sh.steps)
+    mfu, mfu_b2b = mfus(batch_run * sh.steps, per_token, peaks.peak_flops(dtype=dtype), t.ms,
+                        t.b2b_ms)  # fmt: skip
     row = Row("train", "", shape=f"{size_run}, batch {batch_run}, {sh.steps} steps",
-              compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s,
-              mfu=flops.mfu(tokens_s, per_token, peaks.peak_flops(dtype=dtype)),
-              program_gib=gib(t.program_bytes))  # fmt: skip
+              compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s, mfu=mfu,
+              mfu_b2b=mfu_b2b, program_gib=gib(t.program_bytes))  # fmt: skip
     if unrolled is not None:
       row.extra.update(unroll=unroll, scans_unrolled=unrolled.count)
     return row
@@ -116,10 +119,10 @@ def lm_row(ctx: Context, dtype: str) -> Row:
                   warmup=ctx.opts.warmup, iters=ctx.opts.iters)  # fmt: skip
     tokens_s = batch * length / (t.ms / 1e3)
     per_token = flops.per_token(built.model.cfg, length, head_dim=vocab)
+    mfu, mfu_b2b = mfus(batch * length, per_token, peaks.peak_flops(dtype=dtype), t.ms, t.b2b_ms)
     return Row("lm", "", shape=f"{family} {size}, batch {batch}, {length} tokens",
-               compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s,
-               mfu=flops.mfu(tokens_s, per_token, peaks.peak_flops(dtype=dtype)),
-               program_gib=gib(t.program_bytes))  # fmt: skip
+               compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s, mfu=mfu,
+               mfu_b2b=mfu_b2b, program_gib=gib(t.program_bytes))  # fmt: skip
 
   return ctx.measure(("lm", family, size, batch, length, dtype), measure)
 
@@ -136,11 +139,17 @@ def lm_batch(batch: int, length: int, vocab: int, seed: int) -> dict:
   }
 
 
+def layer_dims(recurrence: str, shapes: Shapes) -> tuple:
+  """The recurrence's dimensions at `shapes`: the d512 layer's, or the toy's."""
+  return {"affine_scan": shapes.slice_dims, "delta_rule": shapes.delta_dims,
+          "ssd": shapes.ssd_dims}[recurrence]  # fmt: skip
+
+
 def layer_inputs(recurrence: str, shapes: Shapes, seed: int = 0) -> tuple[tuple, Callable]:
-  """Random inputs of one layer's recurrence at `shapes` (`benchmarks.harness.recurrence_inputs`:
-  the d512 layer's dimensions, or the toy's), and fn(*inputs, impl, chunk)."""
-  dims = {"affine_scan": shapes.slice_dims, "delta_rule": shapes.delta_dims, "ssd": shapes.ssd_dims}
-  return recurrence_inputs(recurrence, shapes.op_batch, shapes.steps, dims[recurrence], seed)
+  """Random inputs of one layer's recurrence at `shapes` (`benchmarks.harness.recurrence_inputs`)
+  and fn(*inputs, impl, chunk)."""
+  dims = layer_dims(recurrence, shapes)
+  return recurrence_inputs(recurrence, shapes.op_batch, shapes.steps, dims, seed)
 
 
 def recurrence_row(ctx: Context, recurrence: str, impl: str, chunk: int, unroll: int = 1) -> Row:
@@ -157,6 +166,9 @@ def recurrence_row(ctx: Context, recurrence: str, impl: str, chunk: int, unroll:
               + (f", chunk {chunk}" if impl == "chunked" else ""), compile_s=compile_s,
               ms=1e3 * both_s, forward_ms=1e3 * fwd_s, tokens_s=sh.op_batch * sh.steps / both_s,
               program_gib=gib(memory.program_bytes(both)))  # fmt: skip
+    # The shape `chessjax.ops.impl`'s table keys on (`benchmarks.bench_scans --device`).
+    row.extra.update(rows=sh.op_batch, length=sh.steps,
+                     width=width_of(recurrence, layer_dims(recurrence, sh)))  # fmt: skip
     if unroll > 1:
       row.extra.update(unroll=unroll, scans_unrolled=unrolled.count)
     return row
@@ -174,16 +186,15 @@ def add_step(cat: Catalogue, group: str, family: str, size: str, batch: int, dty
 
 
 def unreached(cat: Catalogue) -> None:
-  """The rows the H200 did not reach: three Mamba families at d128 b32, SLiCE in bfloat16 and
-  GPT-2 small's LM step."""
+  """The steps no device has timed: three Mamba families at d128 b32, GPT-2 small's LM step and
+  SLiCE's d128 b32 step in bfloat16 (its d512 one: the H200's, 2026-11-28)."""
   for family in UNREACHED_FAMILIES:
     for dtype in DTYPES:
       add_step(cat, "unreached", family, "d128", 32, dtype)
-  for case in LOOP_CASES:
-    add_step(cat, "unreached", LOOP_FAMILY, *CASES[case], "bfloat16")
   for dtype in DTYPES:
     cat.one("unreached", "lm", f"gpt2 small {dtype}", lambda ctx, d=dtype: lm_row(ctx, d),
             LM_SECONDS)  # fmt: skip
+  add_step(cat, "unreached", LOOP_FAMILY, "d128", 32, "bfloat16")
 
 
 def measured(cat: Catalogue, shapes: Shapes) -> None:
@@ -213,8 +224,10 @@ COLUMNS = (
   COMPILE_S,
   STEP_MS,
   column("forward ms", lambda r: r.forward_ms, ".2f"),
+  B2B_MS,
   column("tokens/s", lambda r: r.tokens_s, ",.0f"),
   MFU,
+  MFU_B2B,
   PROGRAM_GIB,
   DEVICE_PEAK,
 )
