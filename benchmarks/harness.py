@@ -1,9 +1,9 @@
 """What the benchmarks time with, in one place: the train step a training run executes, timed
 (`world_model_config`, `built_step`, `random_batch`, `device_batches`, `time_step`), a population
-of K members of it (`member_configs`, `build_population`, `time_population`, `time_alone`), and
-one recurrence of `chessjax.ops` on random inputs of a layer's shapes (`recurrence_inputs`,
-`median_seconds`). No benchmark imports another benchmark: each imports these
-(tests/test_layout.py).
+of K members of it (`member_configs`, `build_population`, `time_population`), and one
+recurrence of `chessjax.ops` on random inputs of a layer's shapes (`recurrence_inputs`,
+`recurrence_programs`, `median_seconds`). No benchmark imports another benchmark: each imports
+these (tests/test_layout.py freezes the imports of a command).
 
 A timed step is `chessjax.step.build`'s (or `chessjax.population.Population`'s) jitted
 `(state, batch) -> (state, outputs)` with the state donated: compiled ahead of time (compile
