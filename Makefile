@@ -154,7 +154,7 @@ bench: $(STAMP)
 
 # The accelerator check (docs/performance.md): under 8 minutes by its budget; tables and JSON in OUT.
 # It ends by naming the parts it did not reach: a second run takes them, into its own folder, e.g.
-# `make bench-device ONLY=ab,unreached OUT=runs/bench_device_2`.
+# `make bench-device ONLY=unreached,unroll OUT=runs/bench_device_2`.
 OUT ?= runs/bench_device
 ONLY ?=
 bench-device: $(STAMP)

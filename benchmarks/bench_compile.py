@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.bench_parity_quality import split_pgn
+from benchmarks.reference import split_pgn
 from chessjax.machine import cpu_model, pinned_env
 
 REPO = Path(__file__).resolve().parents[1]

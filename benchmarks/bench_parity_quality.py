@@ -43,7 +43,6 @@ in `scores.json`, so a session cut short continues where it stopped with the sam
 """
 
 import argparse
-import bz2
 import json
 import os
 import shutil
@@ -56,12 +55,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_vs_reference_train import CJ_GLUE, CJ_GLUE_LINE, REF_GLUE, REF_LINE
+from benchmarks.reference import (
+  CJ_GLUE,
+  CJ_GLUE_LINE,
+  REF_GLUE,
+  REF_LINE,
+  REPO,
+  add_reference_args,
+  split_pgn,
+)
 from chessjax.machine import pinned_env
-from data_prep import pgn_files
-
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 
 # Converts every released checkpoint of a run to an .npz of its state dict (float32).
 REF_EXPORT = r"""
@@ -75,17 +78,6 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "ckpt_step_*.pt"))):
     np.savez(tmp, **{k: v.float().numpy() for k, v in sd.items()})
     os.replace(tmp, out)
 """
-
-
-def split_pgn(train_games: int, heldout_games: int, work: Path) -> tuple[Path, Path]:
-  """The sample cut by position: first `train_games` games, last `heldout_games` games."""
-  games = [g.strip() for g in pgn_files.split_games(bz2.decompress(SAMPLE.read_bytes()).decode())]
-  if train_games + heldout_games > len(games):
-    sys.exit(f"the sample has {len(games)} games, fewer than {train_games} + {heldout_games}")
-  train, heldout = work / "train.pgn", work / "heldout.pgn"
-  train.write_text("\n\n".join(games[:train_games]) + "\n")
-  heldout.write_text("\n\n".join(games[-heldout_games:]) + "\n")
-  return train, heldout
 
 
 def prepare(args, work: Path) -> dict:
@@ -416,9 +408,7 @@ def summarise(args, work: Path, prep: dict) -> None:
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("--ref", required=True, help="a checkout of the released repository")
-  ap.add_argument("--ref-python", required=True, help="python with torch and torch-slices")
-  ap.add_argument("--ref-prep-python", default=sys.executable, help="python with python-chess")
+  add_reference_args(ap)
   ap.add_argument("--families", default="transformer,slice")
   ap.add_argument("--seeds", default="0,1,2")
   ap.add_argument("--epochs", type=int, default=4)

@@ -30,8 +30,8 @@ version and the date head the table. On a CPU XLA runs one step on the process's
 population gives each op K times the work, so where one small step leaves cores idle it may
 fill them. `--toy`: d128 at batch 2 x 16 steps, K = 1, 2 unless `--ks` (seconds; the suite runs
 it). The
-helpers (`member_configs`, `build_population`, `time_population`) are what
-`benchmarks.bench_device`'s population rows time with.
+population is built as `benchmarks.harness.build_population` builds it, as
+`benchmarks.bench_device`'s population rows do.
 """
 
 import argparse
@@ -44,73 +44,18 @@ import time
 from pathlib import Path
 
 import jax
-import ml_collections
 
-from benchmarks.bench_train_step import (
-  Timed,
+from benchmarks.harness import (
+  build_population,
   built_step,
   device_batches,
   random_batch,
-  time_step,
   world_model_config,
 )
 from benchmarks.population_table import table
-from chessjax import machine, memory, population
-from chessjax.members import check_members, member_config
-from chessjax.spec import TrainSpec
-from chessjax.task import get_task
+from chessjax import machine, memory
 
 MIB = 2**20
-
-
-def member_configs(config: ml_collections.ConfigDict, k: int) -> list[ml_collections.ConfigDict]:
-  """`k` members of `config` that differ in learning rate only (the config's, times 2^(i / k)),
-  made as `python -m chessjax.population --member` makes them (and checked the same way)."""
-  lr = config.optim.lr
-  members = [(f"m{i}", {"optim.lr": f"{lr * 2 ** (i / k):.6g}"}) for i in range(k)]
-  configs = [(name, member_config(config, name, o)) for name, o in members]
-  check_members(configs)
-  return [c for _, c in configs]
-
-
-def build_population(config: ml_collections.ConfigDict, k: int, *, devices=None):
-  """The population of `k` members of `config` (`member_configs`): its state and one step."""
-  configs = member_configs(config, k)
-  specs = [TrainSpec.from_config(c) for c in configs]
-  return population.Population(specs, get_task(configs[0]), devices=devices)
-
-
-def time_population(
-  config: ml_collections.ConfigDict,
-  k: int,
-  *,
-  warmup: int,
-  iters: int,
-  options=None,
-  admit=None,
-  devices=None,
-) -> tuple[Timed, float]:
-  """A `k`-member population of `config`'s step timed on two random batches (shared by the
-  members); returns the timing and the seconds spent building the members. `admit(bytes)` is
-  called with the compiled step's memory before it runs (it may raise to refuse it)."""
-  started = time.perf_counter()
-  pop = build_population(config, k, devices=devices)
-  build_s = time.perf_counter() - started
-  b, t = config.data.batch_size, config.data.max_len
-  batches = [pop.device_batch([random_batch(b, t, seed)]) for seed in (0, 1)]
-  timed = time_step(
-    pop.train_step, pop.state, batches, warmup=warmup, iters=iters, options=options, admit=admit
-  )
-  return timed, build_s
-
-
-def time_alone(config, *, warmup: int, iters: int, options=None, devices=None) -> Timed:
-  """The run alone: `chessjax.step.build`'s train step of `config`, timed as `time_population`."""
-  built = built_step(config, devices=devices)
-  b, t = config.data.batch_size, config.data.max_len
-  batches = device_batches(built, [random_batch(b, t, seed) for seed in (0, 1)])
-  return time_step(built.fns.train_step, built.state, batches, warmup=warmup, iters=iters,
-                   options=options)  # fmt: skip
 
 
 class _Prepared:

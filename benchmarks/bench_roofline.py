@@ -25,7 +25,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from benchmarks.bench_train_step import built_step, device_batches, random_batch, world_model_config
+from benchmarks.harness import built_step, device_batches, random_batch, world_model_config
 from chessjax import flops, peaks, pgn_reader
 from chessjax.models import model_config
 from data_prep.pgn_files import SourceInfo, iter_game_batches

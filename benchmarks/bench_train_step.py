@@ -27,155 +27,26 @@ process). Families whose module does not import yet are listed as missing. `--no
 measures a cost floor, not a model: the Transformer's attention returns v, so the step costs what
 it would with a free attention kernel.
 
-The helpers here (`world_model_config`, `built_step`, `random_batch`, `time_step`) are what
-`benchmarks.bench_device` and `benchmarks.bench_population` time with.
+The step is built and timed by `benchmarks.harness` (`world_model_config`, `built_step`,
+`random_batch`, `time_step`), as every benchmark's is.
 """
 
 import argparse
-import contextlib
-import dataclasses
 import math
 import os
-import statistics
 import time
 
 import jax
-import ml_collections
-import numpy as np
 
-from chessjax import encoding, evaluation, flops, labels, memory, peaks, step
+from benchmarks.harness import (
+  built_step,
+  device_batches,
+  random_batch,
+  time_step,
+  world_model_config,
+)
+from chessjax import flops, peaks
 from chessjax.models import FAMILIES, count_params, model_config, transformer
-from chessjax.spec import TrainSpec
-from chessjax.task import get_task
-from configs import cwm
-
-B2B_SECONDS = 0.3  # Back-to-back timing runs at least this long (or `iters` steps, if more).
-B2B_MAX = 400  # ... and at most this many steps.
-
-
-def random_batch(batch: int, steps: int, seed: int) -> dict:
-  """Random valid move ids (START first, no padding) and random labels of the right classes: a
-  host batch (numpy) with the world-model task's keys, as the loader gives one."""
-  rng = np.random.default_rng(seed)
-  frm = rng.integers(0, 64, (batch, steps))
-  to = (frm + rng.integers(1, 64, (batch, steps))) % 64
-  promo = rng.integers(0, 5, (batch, steps)) * (rng.random((batch, steps)) < 0.02)
-  moves = ((frm * 64 + to) * 5 + promo).astype(np.int32)
-  moves[:, 0] = encoding.START_ID
-  states = rng.integers(0, labels.LABEL_CLASSES, (batch, steps, labels.NUM_LABELS))
-  return {"moves": moves, "states": states.astype(np.uint8), "mask": np.ones((batch, steps), bool)}
-
-
-def world_model_config(
-  family: str, size: str, *, batch: int, steps: int, dtype: str | None = None, **model
-) -> ml_collections.ConfigDict:
-  """The family's `configs/cwm.py` cell (its recipe) at `batch` x `steps`: one length bucket,
-  games cut at `steps`, `model.dtype` set when given, `model` overrides (e.g. mixer_impl)."""
-  config = cwm.get_config(f"family={family},size={size}")
-  if dtype is not None and "dtype" in config.model:  # A family without the field is float32.
-    config.model.dtype = dtype
-  config.model.update(model)
-  config.data.batch_size = batch
-  config.data.max_len = steps
-  config.data.bucket_lengths = (steps,)
-  config.train.steps = 1000  # A run's length: the schedule needs one.
-  return config
-
-
-@dataclasses.dataclass
-class Built:
-  """What `chessjax.step.build` gives for a config: the model, its train state, its jitted steps
-  (`fns.train_step` is the step training runs) and the spec."""
-
-  model: object
-  state: dict
-  fns: step.StepFns
-  spec: TrainSpec
-
-
-def built_step(config: ml_collections.ConfigDict, *, devices=None) -> Built:
-  """The train step (and state) a training run of `config` executes."""
-  spec = TrainSpec.from_config(config)
-  model, state, fns = step.build(spec, get_task(config), devices=devices)
-  return Built(model, state, fns, spec)
-
-
-@dataclasses.dataclass
-class Timed:
-  """One compiled step, timed: compile seconds (lower + compile), the median of steps each run
-  to completion, the mean of steps dispatched back to back (the device never waits on the host
-  between them, as in the training loop), the compiled program's bytes (the memory check's
-  estimate, `chessjax.memory.program_bytes`), its temporaries, and the last loss."""
-
-  compile_s: float
-  ms: float
-  min_ms: float
-  b2b_ms: float
-  program_bytes: int | None
-  temp_bytes: int | None
-  loss: float
-  b2b_steps: int = 0
-
-
-def time_step(
-  jitted,
-  state,
-  batches: list,
-  *,
-  warmup: int,
-  iters: int,
-  options=None,
-  tracing=None,
-  admit=None,
-  timing=None,
-) -> Timed:
-  """Compiles `jitted` (a jitted (state, batch) -> (state, outputs) step: the state donated) for
-  `state` and `batches[0]` and times it on `batches` (alternating). `options`: XLA compile
-  options; `tracing`: a context manager entered while the step is traced (e.g. a `lax.scan`
-  setting); `admit(program bytes)`: called after compiling, before any step runs (it may raise:
-  the memory check); `timing()`: called just before the timed steps. `state` is consumed."""
-  started = time.perf_counter()
-  with tracing if tracing is not None else contextlib.nullcontext():
-    lowered = jitted.lower(state, batches[0])
-  compiled = lowered.compile(options)
-  compile_s = time.perf_counter() - started
-  analysis = compiled.memory_analysis()
-  if admit is not None:
-    admit(memory.program_bytes(compiled))
-  out = None
-  for i in range(warmup):
-    state, out = compiled(state, batches[i % len(batches)])
-    jax.block_until_ready((state, out))
-  if timing is not None:
-    timing()
-  times = []
-  for i in range(iters):
-    t = time.perf_counter()
-    state, out = compiled(state, batches[i % len(batches)])
-    jax.block_until_ready((state, out))
-    times.append(time.perf_counter() - t)
-  med = statistics.median(times)
-  n = min(max(iters, math.ceil(B2B_SECONDS / max(med, 1e-9))), max(B2B_MAX, iters))
-  t = time.perf_counter()
-  for i in range(n):
-    state, out = compiled(state, batches[i % len(batches)])
-  jax.block_until_ready((state, out))
-  b2b = (time.perf_counter() - t) / n
-  return Timed(
-    compile_s=compile_s,
-    ms=1e3 * med,
-    min_ms=1e3 * min(times),
-    b2b_ms=1e3 * b2b,
-    program_bytes=memory.program_bytes(compiled),
-    temp_bytes=None if analysis is None else analysis.temp_size_in_bytes,
-    loss=float(np.mean(np.asarray(out["loss"], np.float32))),
-    b2b_steps=n,
-  )
-
-
-def device_batches(built: Built, host: list[dict]) -> list[dict]:
-  """The host batches as the step's global arrays (sharded over the rows)."""
-  return [evaluation.device_batch(b, built.fns) for b in host]
 
 
 class CpuShare:

@@ -54,55 +54,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.reference import (
+  CJ_GLUE,
+  CJ_GLUE_LINE,
+  REF_GLUE,
+  REF_LINE,
+  REPO,
+  SAMPLE,
+  add_reference_args,
+)
 from chessjax.machine import pinned_env
-
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
 
 # chessjax's final (lr, beta2, weight decay) for d128 (configs/cwm.py FINAL), given to the
 # released trainer too so that both optimisers do the same arithmetic.
 OPTIM = {"transformer": (3e-3, 0.95, 0.0), "slice": (1e-3, 0.999, 1e-2)}
 
-REF_GLUE = r"""
-import sys, time, torch
-torch.set_num_threads(1)
-torch.set_num_interop_threads(1)
-import training
-training.format_rate = lambda x: "%.3f@%.6f@%.6f" % (x, time.perf_counter(), time.process_time())
-_orig = training.make_collate_fn
-_pad = [0, 0]
-def _collate_counting(pad_move_id, max_steps):
-    inner = _orig(pad_move_id=pad_move_id, max_steps=max_steps)
-    def collate(batch):
-        b = inner(batch)
-        _pad[0] += int((~b.pad_mask).sum())
-        _pad[1] += b.pad_mask.numel()
-        return b
-    return collate
-training.make_collate_fn = _collate_counting
-import main
-print("[glue] torch", torch.__version__, "threads", torch.get_num_threads(), flush=True)
-main.main()
-print("[glue] valid_steps %d cells %d" % tuple(_pad), flush=True)
-"""
-
-CJ_GLUE = r"""
-import sys, time
-import jax
-jax.config.update("jax_log_compiles", True)
-from absl import app
-from chessjax import logs, main
-_write_interval = logs.TrainLogger.write_interval
-def _timed_write_interval(self, step):
-    print("[glue] step %d tokens %d wall %.6f cpu %.6f" % (
-        step, self.tokens, time.perf_counter(), time.process_time()), file=sys.stderr, flush=True)
-    return _write_interval(self, step)
-logs.TrainLogger.write_interval = _timed_write_interval
-app.run(main.main)
-"""
-
-REF_LINE = re.compile(r"step=(\d+)\].*state_tok/s=([0-9.]+)@([0-9.]+)@([0-9.]+)")
-CJ_GLUE_LINE = re.compile(r"^\[glue\] step (\d+) tokens (\d+) wall ([0-9.]+) cpu ([0-9.]+)")
 # Interval lines on stdout: "step 20/60  loss ... 943 tok/s  pad 0.31  bad 0  eta 0:00:12"
 CJ_STEP = re.compile(r"^step \d+/\d+ .* tok/s\s+pad ([0-9.]+)")
 CJ_COMPILE = re.compile(r"^[IW]\d{4} .*\] (Compiling jit\(|Finished XLA compilation)")
@@ -227,9 +193,7 @@ def prepare(args, work: Path) -> tuple[Path, Path, int]:
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("--ref", required=True, help="a checkout of the released repository")
-  ap.add_argument("--ref-python", required=True, help="python with torch and torch-slices")
-  ap.add_argument("--ref-prep-python", default=sys.executable, help="python with python-chess")
+  add_reference_args(ap)
   ap.add_argument("--families", default="slice,transformer")
   ap.add_argument("--batch-size", type=int, default=16)
   ap.add_argument("--max-len", type=int, default=256)

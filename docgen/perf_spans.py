@@ -256,37 +256,227 @@ def mimo_memory() -> str:
   )
 
 
+H200_1128 = "bench_device_h200_1128"  # The loop and population rows of 2026-11-28.
+
+
+def h200_1128_rows() -> list:
+  """The 2026-11-28 check's ok rows as `benchmarks.device.common.Row`s, with the MFU columns
+  today's tables show, from its own numbers (same tokens and FLOPs, another time): a step's MFU
+  back to back from its each-to-completion one; a population's (that check took its MFU from the
+  back-to-back time) the other way; a loop's from its step alone back to back times the loop's
+  efficiency, beside the step alone's."""
+  from benchmarks.device.common import Row
+
+  rows = {r["name"]: Row(**{k: v for k, v in r.items() if k != "run"})
+          for r in record(H200_1128)["rows"]}  # fmt: skip
+  for r in rows.values():
+    if r.part == "train":
+      r.mfu_b2b = r.mfu * r.ms / r.b2b_ms
+    elif r.part == "population":
+      r.mfu, r.mfu_b2b = r.mfu * r.b2b_ms / r.ms, r.mfu
+  for r in rows.values():
+    if r.part == "loop":
+      alone = rows[r.name.removeprefix("loop ")]
+      r.extra.update(alone_ms=alone.ms, alone_mfu=alone.mfu, alone_mfu_b2b=alone.mfu_b2b)
+      r.mfu = r.mfu_b2b = alone.mfu_b2b * r.extra["efficiency"]
+  return list(rows.values())
+
+
+def h200_1128_machine() -> str:
+  rec = record(H200_1128)
+  runs = "; ".join(
+    f"run {r['run']}: `{r['command']}`, {r['seconds']} s"
+    + (f" (not reached: {', '.join(r['not_reached'])})" if r["not_reached"] else "")
+    for r in rec["runs"]
+  )
+  return (
+    f"One {rec['device_kind']} ({rec['memory_mib']:,} MiB, driver {rec['driver']}), "
+    f"{rec['runs'][0]['date'][:10]}, code of commit {rec['commit']}: {rec['packages']}. {runs}."
+  )
+
+
+def h200_loop() -> str:
+  from benchmarks.device import loop
+
+  return loop.table([r for r in h200_1128_rows() if r.part == "loop"]).strip()
+
+
+def h200_population() -> str:
+  from benchmarks.device import population
+
+  return population.table([r for r in h200_1128_rows() if r.part == "population"]).strip()
+
+
+def h200_d512_bf16() -> str:
+  from benchmarks.device.steps import table
+
+  rows = [r for r in h200_1128_rows() if r.part == "train" and r.name.endswith("bfloat16")]
+  return table(rows).strip()
+
+
+def h200_dropout_prng() -> str:
+  t = record(H200_1128)["transformer_dropout_prng"]
+  out = [
+    "| process | variant | dropout | PRNG | step ms | b2b ms | compile s |",
+    "|---:|---|---:|---|---:|---:|---:|",
+  ]
+  for r in t["rows"]:
+    out.append(
+      f"| {r['process']} | {r['variant']} | {r['dropout']:g} | {r['prng']} | {r['ms']:.2f} | "
+      f"{r['b2b_ms']:.2f} | {r['compile_s']:.1f} |"
+    )
+  return "\n".join(out)
+
+
+def h200_1128_facts() -> str:
+  """What the 2026-11-28 rows say against the goals (issue 52)."""
+  rows = {r.name: r for r in h200_1128_rows()}
+  loop = {n.split()[2]: r.extra for n, r in rows.items() if r.part == "loop"}
+  pop = {(n.split()[2], n.split()[3], n.split()[4]): r for n, r in rows.items()
+         if r.part == "population"}  # fmt: skip
+
+  def up(size, batch, k):
+    return f"{pop[size, batch, k].extra['speedup']:.2f}x"
+
+  best = pop["d128", "b128", "K64"]
+  return "\n".join(
+    [
+      f"* The loop against its step alone: {100 * loop['d512']['efficiency']:.1f}% at d512 batch "
+      f"128 (goal 90%), {100 * loop['d128']['efficiency']:.1f}% at d128 batch 32 (goal 75%): there "
+      f"{loop['d128']['loop_ms']:.2f} ms a step against {loop['d128']['alone_b2b_ms']:.2f} ms for "
+      f"the step back to back, {loop['d128']['host_ms']:.2f} ms of host time a step and "
+      f"{100 * loop['d128']['input_wait']:.1f}% input wait: the loop, not the device, sets the "
+      "pace of a small run.",
+      f"* Populations of SLiCE d128 at batch 32: K = 4 / 16 / 64 give {up('d128', 'b32', 'K4')} / "
+      f"{up('d128', 'b32', 'K16')} / {up('d128', 'b32', 'K64')} the member-steps of K runs one "
+      "after another (goal 6x at K = 16); at batch 128, the grid's: "
+      f"{up('d128', 'b128', 'K4')} / {up('d128', 'b128', 'K16')} / {up('d128', 'b128', 'K64')} "
+      f"({best.extra['member_steps_s']:.1f} member-steps/s at K = 64, MFU "
+      f"{100 * best.mfu_b2b:.1f}% back to back). d256 K = 4: {up('d256', 'b128', 'K4')}; d512 "
+      f"K = 4: {up('d512', 'b128', 'K4')}.",
+      f"* Largest K that fits the H200 at batch 128 (the memory check's estimate): "
+      f"{pop['d128', 'b128', 'K64'].extra['largest_k']} at d128, "
+      f"{pop['d256', 'b128', 'K4'].extra['largest_k']} at d256, "
+      f"{pop['d512', 'b128', 'K4'].extra['largest_k']} at d512.",
+    ]
+  )
+
+
 def stage1_gpu_hours() -> str:
-  """The paper's stage-1 grid at d128 and d256 (batch 128) in GPU-hours, run by run, bounded by the
-  H200's measured steps (an estimate: no device has timed a batch-128 step at these sizes), and
-  with populations (no device has measured them: unmeasured)."""
+  """The paper's stage-1 grid at d128 and d256 (batch 128) in GPU-hours: run by run, bounded by
+  the H200's measured steps of 2026-11-27 (no device had timed a batch-128 step at these sizes
+  then); with populations, measured where the H200 ran them (2026-11-28: SLiCE at batch 128,
+  the fastest K measured), bounded elsewhere by the run-by-run upper bound (a population of
+  K >= 4 was faster than its runs one after another in every measured row)."""
   from configs.cwm import BFLOAT16_FAMILIES
 
   runs = len(grid.LRS) * len(grid.WARMUPS) * len(grid.B2S) * len(grid.WDS)
   steps = grid.STEPS_1_EPOCH
   hours = lambda ms: runs * steps * ms / 3.6e6  # noqa: E731
+  pops = [r for r in h200_1128_rows() if r.part == "population" and r.name.split()[3] == "b128"]
   out = [
     "| family | size | runs x steps | GPU-hours run by run (bounds) | with populations |",
     "|---|---|---:|---:|---|",
   ]
-  totals = [0.0, 0.0]
+  totals, with_pop = [0.0, 0.0], 0.0
   for family in grid.MAIN:
     dtype = "bfloat16" if family in BFLOAT16_FAMILIES else "float32"
     low, high = h200(f"{family} d128 b32 {dtype}"), h200(f"{family} d512 b128 {dtype}")
     for size in ("d128", "d256"):
-      if low is None or high is None:
-        cell = "- (a bound was not measured)"
-      else:
+      mine = [r for r in pops if r.name.split()[1:3] == [family, size] and dtype == "float32"]
+      cell, pop, value = "- (a bound was not measured)", "- (no bound)", 0.0
+      if low is not None and high is not None:
         cell = f"{hours(low['ms']):,.0f} to {hours(high['ms']):,.0f}"
         totals = [totals[0] + hours(low["ms"]), totals[1] + hours(high["ms"])]
-      out.append(
-        f"| {family} | {size} | {runs} x {steps:,} | {cell} | unmeasured (`bench_device` "
-        "population part) |"
-      )
+        value = hours(high["ms"])
+        pop = f"at most {value:,.0f} (bound: no population measured)"
+      if mine:
+        best = max(mine, key=lambda r: r.extra["member_steps_s"])
+        value = runs * steps / best.extra["member_steps_s"] / 3600
+        largest = best.extra["k"] == max(r.extra["k"] for r in mine)
+        pop = (
+          f"{value:,.1f} (measured: K = {best.extra['k']}, "
+          f"{best.extra['member_steps_s']:,.1f} member-steps/s"
+          + (", the largest K measured" if largest else "")
+          + f"; {hours(best.extra['alone_b2b_ms']):,.1f} run by run at its step alone's "
+          f"{best.extra['alone_b2b_ms']:.2f} ms)"
+        )
+      with_pop += value
+      out.append(f"| {family} | {size} | {runs} x {steps:,} | {cell} | {pop} |")
   out.append(
-    f"| measured families | d128 + d256 | | {totals[0]:,.0f} to {totals[1]:,.0f} | unmeasured |"
+    f"| measured families | d128 + d256 | | {totals[0]:,.0f} to {totals[1]:,.0f} | at most "
+    f"{with_pop:,.0f} |"
   )
   return "\n".join(out)
+
+
+SCAN = "scan_choice"  # What `auto` picks at which shape (chessjax.ops.impl.TABLE).
+
+
+def scan_rule() -> str:
+  """The rule `chessjax.ops.impl.resolve` applies, with its constants and fallbacks."""
+  from chessjax.ops import impl
+
+  rule = record(SCAN)["rule"]
+  assert rule == {"margin": impl.MARGIN, "near": impl.NEAR}, "the record's rule is not the code's"
+  fallbacks = "; ".join(
+    f"{r}: " + ", ".join(f"{impl.fallback(r, b)} on {b.upper()}" for b in ("cpu", "gpu", "tpu"))
+    for r in impl.RECURRENCES
+  )
+  return "\n".join(
+    [
+      "* A call's shape: rows (the sequences at once: the batch times a population's members), "
+      "length (steps) and width (what one sequential step multiplies per row: the affine scan's "
+      "transition entries, d x b for SLiCE's blocks of b and d for the diagonal form; the delta "
+      "rule's and SSD's state entries, H x K x V and H x P x N).",
+      f"* A measured shape leaves the fallback for the fastest implementation there only if it is "
+      f"{rule['margin']:g}x as fast as the fallback at the median and faster in every timed round.",
+      "* A call takes the choice of the nearest measured shape of its recurrence and backend whose "
+      f"rows, length and width are each within a factor {rule['near']:g} of its own (nearest: the "
+      "smallest sum of |log2| ratios; a tie goes to the entry listed first).",
+      f"* Fallback, where no measured shape is that near, for a backend not measured, or where no "
+      f"shape is given (the FLOP counts of `chessjax.flops`): {fallbacks}.",
+    ]
+  )
+
+
+def scan_table() -> str:
+  """Each measured shape of the record: every implementation's time and ratio to the fallback,
+  and what `auto` picks there."""
+  rec = record(SCAN)
+  out = []
+  for run in rec["runs"]:
+    m = run["machine"]
+    where = (
+      f"{m['cpu']} ({m['cores']} cores, load average {m['loadavg_before']:g} before and "
+      f"{m['loadavg_after']:g} after)"
+      if "cpu" in m
+      else m["device_kind"]
+    )
+    out += [
+      f"{run['backend'].upper()}: {where}, jax {m['jax']}, {m['date'][:10]}; `{run['command']}`",
+      "",
+      "| recurrence | layer | rows | length | width | sequential ms | chunked ms | associative "
+      "ms | auto |",
+      "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in run["rows"]:
+      layer = f"{r['family']} {r['size']}" if "size" in r else r["family"]
+
+      def cell(name, r=r):
+        t = r["timings"].get(name)
+        if t is None:
+          return "over the memory cap" if name in r.get("skipped", {}) else "-"
+        chunk = f" (C{t.get('chunk', r.get('chunk'))})" if name == "chunked" else ""
+        return f"{t['ms']:,.2f} ({t['ratio']:.2f}x){chunk}"
+
+      cells = " | ".join(cell(n) for n in ("sequential", "chunked", "associative"))
+      out.append(
+        f"| {r['recurrence']} | {layer} | {r['rows']} | {r['length']} | {r['width']:,} | {cells} "
+        f"| {r.get('choice', '- (no yardstick)')} |"
+      )
+    out.append("")
+  return "\n".join(out).strip()
 
 
 def population_cpu() -> str:
@@ -320,7 +510,28 @@ def _fits(rec: dict) -> str:
   return "within" if max(longest) * 2**30 < rec["h100_gib"] * 1e9 else "not within"
 
 
+def bench_device_minutes() -> str:
+  """The rough minutes of the check's first three parts (its catalogue's own guesses)."""
+  from benchmarks.device import ab, loop, population
+  from benchmarks.device.common import Catalogue
+
+  cat = Catalogue()
+  loop.units(cat)
+  ab.command_buffers(cat)
+  population.units(cat)
+  return f"{sum(u.seconds for u in cat.units) / 60:.1f}"
+
+
 def register(spans: dict) -> None:
+  spans["perf:BENCH_DEVICE_MINUTES"] = bench_device_minutes
+  spans["perf:H200_1128_MACHINE"] = h200_1128_machine
+  spans["perf:H200_LOOP"] = h200_loop
+  spans["perf:H200_POPULATION"] = h200_population
+  spans["perf:H200_1128_FACTS"] = h200_1128_facts
+  spans["perf:H200_D512_BF16"] = h200_d512_bf16
+  spans["perf:H200_DROPOUT_PRNG"] = h200_dropout_prng
+  spans["perf:SCAN_RULE"] = scan_rule
+  spans["perf:SCAN_TABLE"] = scan_table
   spans["perf:MIMO_MEMORY"] = mimo_memory
   spans["perf:STAGE1_GPU_HOURS"] = stage1_gpu_hours
   spans["perf:POPULATION_CPU"] = population_cpu

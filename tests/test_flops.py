@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import pytest
 from flax import nnx
 
-from benchmarks.bench_train_step import built_step, device_batches, random_batch, world_model_config
+from benchmarks.harness import built_step, device_batches, random_batch, world_model_config
 from chessjax import flops
 from chessjax.models import FAMILIES, abstract_model, model_config
 

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks.bench_train_step import built_step, device_batches, random_batch, world_model_config
+from benchmarks.harness import built_step, device_batches, random_batch, world_model_config
 from chessjax import runtime
 
 STEPS, TOLERANCE = 12, 0.005

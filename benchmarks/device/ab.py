@@ -1,6 +1,6 @@
-"""The `ab` part of `benchmarks.bench_device`: XLA's command buffers off and on, each in a process
-of its own, and `lax.scan` unrolled on the sequential forms, each against its baseline; and the
-part's table."""
+"""The `cmdbuf` and `unroll` parts of `benchmarks.bench_device`: XLA's command buffers off and on,
+each in a process of its own, and `lax.scan` unrolled on the sequential forms, each against its
+baseline; and their table."""
 
 import dataclasses
 import json
@@ -14,6 +14,8 @@ from benchmarks.device.common import (
   COMPILE_S,
   DEVICE_PEAK,
   LOOP_FAMILY,
+  MFU,
+  MFU_B2B,
   NAME,
   PROGRAM_GIB,
   REPO,
@@ -27,6 +29,7 @@ from benchmarks.device.common import (
   Unit,
   markdown,
   matches,
+  population_seconds,
 )
 from benchmarks.device.steps import RECURRENCE_SECONDS, recurrence_row, step_row
 from chessjax.ops.impl import RECURRENCES
@@ -40,7 +43,7 @@ CHILD_MEM_FRACTION = "0.10"  # An A/B process's share of the device (the parent 
 # of 16 of it, and in the affine scan alone at the d512 layer's shapes.
 AB_TARGETS = ("slice d128 b32 float32", "population slice d128 b32 K16", "affine_scan sequential")
 UNROLLS = (4, 16)
-CHILD_SECONDS = 20  # Rough seconds of an A/B process's start (`--help`'s, the budget's guess).
+CHILD_SECONDS = 20  # Rough seconds of an A/B process's start (not measured yet: a guess).
 
 
 def unroll_row(ctx: Context, target: tuple, k: int) -> Row:
@@ -64,7 +67,7 @@ def command_buffer_rows(ctx: Context, setting: str) -> list[Row]:
   if setting == "on":
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {COMMAND_BUFFERS}".strip()
   names = {t: f"cmdbuf {setting}: {t}" for t in AB_TARGETS}
-  wanted = [t for t in AB_TARGETS if matches(names[t], "ab", ctx.only)]
+  wanted = [t for t in AB_TARGETS if matches(names[t], "cmdbuf", ctx.only)]
   out, failed = ctx.out / f"cmdbuf_{setting}", "failed: not in the process's output"
   cmd = [sys.executable, "-m", "benchmarks.bench_device", "--out", str(out)]
   cmd += ["--rows", ";".join(wanted), "--warmup", str(ctx.opts.warmup)]
@@ -98,15 +101,17 @@ def command_buffer_rows(ctx: Context, setting: str) -> list[Row]:
   return rows
 
 
-def units(cat: Catalogue) -> None:
-  """A unit per command-buffer setting (its rows come from one process), then each sequential
-  form at each unroll."""
+def command_buffers(cat: Catalogue) -> None:
+  """The `cmdbuf` part: a unit per setting (its rows come from one process of its own)."""
   for setting in ("off", "on"):
     names = tuple(f"cmdbuf {setting}: {t}" for t in AB_TARGETS)
-    cat.listed.update(names)
-    seconds = CHILD_SECONDS + 2 * SECONDS["d128"] + 8 + RECURRENCE_SECONDS
-    cat.units.append(Unit("ab", "cmdbuf", names,
-                          lambda ctx, s=setting: command_buffer_rows(ctx, s), seconds))  # fmt: skip
+    seconds = CHILD_SECONDS + SECONDS["d128"] + population_seconds("d128", 32, 16)
+    cat.add(Unit("cmdbuf", "cmdbuf", names, lambda ctx, s=setting: command_buffer_rows(ctx, s),
+                 seconds + RECURRENCE_SECONDS))  # fmt: skip
+
+
+def unrolls(cat: Catalogue) -> None:
+  """The `unroll` part: each sequential form at each unroll."""
   unroll_targets = [(f"{LOOP_FAMILY} d128 b32 float32", ("step", LOOP_FAMILY, "d128", 32,
                      "float32"), SECONDS["d128"] + 3)]  # fmt: skip
   for recurrence in RECURRENCES:
@@ -114,7 +119,7 @@ def units(cat: Catalogue) -> None:
                            RECURRENCE_SECONDS + 2))  # fmt: skip
   for name, target, seconds in unroll_targets:
     for k in UNROLLS:
-      cat.one("ab", "unroll", f"{name} unroll{k}",
+      cat.one("unroll", "unroll", f"{name} unroll{k}",
               lambda ctx, t=target, k=k: unroll_row(ctx, t, k), seconds)  # fmt: skip
 
 
@@ -139,6 +144,8 @@ COLUMNS = (
   STEP_MS,
   B2B_MS,
   ("against the baseline", "---:", against),
+  MFU,
+  MFU_B2B,
   PROGRAM_GIB,
   DEVICE_PEAK,
 )

@@ -3,6 +3,8 @@ unit of the catalogue, the run's context, `--only`'s match and the one Markdown 
 rows are written as."""
 
 import dataclasses
+import functools
+import json
 import math
 import time
 from collections.abc import Callable
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import jax
 
+from chessjax import flops
 from chessjax.models import registry
 
 STARTED = time.perf_counter()  # The budget counts from the process's start.
@@ -21,19 +24,24 @@ FAMILIES = registry.FAMILIES  # The paper's grid: main families and ablations (a
 CHUNKS = {"affine_scan": (16, 64, 256), "delta_rule": (32, 64, 128), "ssd": (32, 64, 128)}
 LM = ("gpt2", "small", 60, 512)  # family, size, batch, tokens (configs/lm.py, docs/lm.md)
 LOOP_FAMILY = "slice"  # The paper's main family, the demo's.
-LOOP_CASES = ("d128 b32", "d512 b128")
 GIB = 2**30
-# Rough seconds of a row on an H100/H200 (compile + timing; the H200's compiles took 4-34 s): the
-# budget's guess and `--help`'s.
-SECONDS = {"d128": 12, "d256": 16, "d512": 25}
+# Rough seconds of a unit on an H100/H200, compile and timing (the budget's guess and `--help`'s):
+# a row the H200 ran on 2026-11-28 takes its unit seconds there (`H200_RECORD`, `measured_seconds`;
+# its loop part took 97.8 s against 144 guessed before, its population part 293.2 against 293);
+# the others a model fitted to those units: a train step alone by size (16.2-16.8 s at d128, 18.6
+# at d256, 26.6 at d512 there), a loop row by size (the sample's preparation not included), a
+# population's step `population_seconds`.
+SECONDS = {"d128": 16.5, "d256": 18.6, "d512": 26.6}
+LOOP_SECONDS = {"d128": 15.0, "d512": 37.0}  # A loop row (the H200's: 15.1 s, 36.8 s).
+H200_RECORD = REPO / "docs" / "results" / "bench_device_h200_1128.json"
 
 
 @dataclasses.dataclass(frozen=True)
 class Shapes:
   """What a run measures at: full-run sizes, batches and K mapped to those run (the identity but
   at toy shapes), the length, chunk sizes, the recurrences' dimensions, the LM step, the loop's
-  logging interval per size and how many intervals it times, the sample's games (0: all) and the
-  population check's memory limit (0: the device's)."""
+  logging interval per size and how many intervals it times, the sample's games (0: all), the
+  population check's memory limit (0: the device's) and the per-implementation populations' K."""
 
   toy: bool
   size: dict
@@ -50,6 +58,7 @@ class Shapes:
   intervals: int
   sample_games: int
   memory_limit_gb: float
+  k_impl: dict  # the K of the population part's per-implementation rows, as `k`
 
 
 _SIZES = ("d128", "d256", "d512")
@@ -71,6 +80,7 @@ FULL = Shapes(
   3,
   0,
   0.0,
+  {16: 16, 64: 64},
 )
 TOY = Shapes(
   True,
@@ -88,6 +98,7 @@ TOY = Shapes(
   2,
   48,
   1.0,
+  {16: 2, 64: 3},  # Every implementation's population runs (none refused) at toy shapes.
 )
 
 
@@ -105,6 +116,7 @@ class Row:
   program_gib: float = math.nan  # the memory check's estimate
   device_peak_gib: float = math.nan
   b2b_ms: float = math.nan  # steps dispatched back to back
+  mfu_b2b: float = math.nan  # MFU from b2b_ms (`mfu`: from ms, each step to completion)
   peak_own: bool | None = None  # whether the row raised the device's peak (None: not known)
   extra: dict = dataclasses.field(default_factory=dict)  # the part's own numbers
 
@@ -130,9 +142,31 @@ class Catalogue:
     self.listed: set[str] = set()
 
   def one(self, group: str, part: str, name: str, fn: Callable, seconds: float) -> None:
-    """A unit of one row, `fn(ctx) -> Row`."""
-    self.listed.add(name)
-    self.units.append(Unit(group, part, (name,), lambda ctx: [fn(ctx)], seconds))
+    """A unit of one row, `fn(ctx) -> Row`; `seconds`: its model's rough seconds, which the
+    H200's measured unit seconds replace where it ran the row (`measured_seconds`)."""
+    self.add(Unit(group, part, (name,), lambda ctx: [fn(ctx)], seconds))
+
+  def add(self, unit: Unit) -> None:
+    self.listed.update(unit.names)
+    seconds = measured_seconds().get(unit.names[0], unit.seconds)
+    self.units.append(dataclasses.replace(unit, seconds=seconds))
+
+
+@functools.cache
+def measured_seconds() -> dict[str, float]:
+  """Each row's unit seconds on the H200 of 2026-11-28, by name (`H200_RECORD`; empty without
+  it, e.g. away from a checkout)."""
+  if not H200_RECORD.exists():
+    return {}
+  rows = json.loads(H200_RECORD.read_text())["rows"]
+  return {r["name"]: r["extra"]["unit_s"] for r in rows if "unit_s" in r.get("extra", {})}
+
+
+def population_seconds(size: str, batch: int, k: int) -> float:
+  """Rough seconds of a population's unit: the step's, 2 s more to build the members, and the
+  timing's share that grows with K x batch (fitted to the H200's: 16.3-24.9 s at d128 batch 32,
+  K = 1-64; 17.3-29.6 at batch 128)."""
+  return SECONDS[size] + 2 + 0.08 * k * (1 + batch / 128)
 
 
 class Context:
@@ -163,13 +197,19 @@ def device_peak_gib() -> float:
   return stats["peak_bytes_in_use"] / GIB if "peak_bytes_in_use" in stats else math.nan
 
 
+def mfus(tokens: float, flops_per_token: float, peak: float | None, ms: float, b2b_ms: float):
+  """(MFU of a step of `tokens` each run to completion in `ms`, and back to back in `b2b_ms`)."""
+  return tuple(flops.mfu(tokens / (t / 1e3), flops_per_token, peak) for t in (ms, b2b_ms))
+
+
 def case_name(size: str, batch: int) -> str:
   return f"{size} b{batch}"
 
 
 def matches(name: str, group: str, only: list[str]) -> bool:
-  """Whether `--only` (its items) selects the row `name` of part `group`."""
-  return not only or any(o == group or o in name for o in only)
+  """Whether `--only` (its items) selects the row `name` of part `group`: an item names a part or
+  a row exactly (a row of another part whose name contains the item is not selected)."""
+  return not only or group in only or name in only
 
 
 def fmt(x, spec: str) -> str:
@@ -196,6 +236,7 @@ COMPILE_S = column("compile s", lambda r: r.compile_s, ".1f")
 STEP_MS = column("step ms", lambda r: r.ms, ".2f")
 B2B_MS = column("b2b ms", lambda r: r.b2b_ms, ".2f")
 MFU = column("MFU %", lambda r: 100 * r.mfu, ".1f")
+MFU_B2B = column("MFU b2b %", lambda r: 100 * r.mfu_b2b, ".1f")
 PROGRAM_GIB = column("program GiB", lambda r: r.program_gib, ".2f")
 DEVICE_PEAK = ("device peak GiB", "---:", peak)
 

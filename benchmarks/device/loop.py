@@ -7,29 +7,32 @@ import shutil
 import time
 from pathlib import Path
 
-from benchmarks.bench_train_step import world_model_config
 from benchmarks.device.common import (
   CASES,
   DEVICE_PEAK,
-  LOOP_CASES,
   LOOP_FAMILY,
+  LOOP_SECONDS,
   NAME,
   PROGRAM_GIB,
   REPO,
-  SECONDS,
   SHAPE,
   STATUS,
   Catalogue,
   Context,
   Row,
+  case_name,
   column,
   markdown,
 )
 from benchmarks.device.steps import add_step, step_row
-from chessjax import logs, train
+from benchmarks.harness import world_model_config
+from chessjax import flops, logs, peaks, train
+from chessjax.models import model_config
 
 SAMPLE = REPO / "data" / "lichess_2013-01_sample5000.pgn.bz2"
-PREPARE_SECONDS = 20  # Rough seconds to prepare the sample (`--help`'s, the budget's guess).
+PREPARE_SECONDS = 3  # Rough seconds to prepare the sample (the H200's: 2.6 s).
+STEPS_PER_CALL = 8  # The loop part's second row: `train.steps_per_call` = 8.
+K_COMPILE_SECONDS = 10  # Rough seconds to compile the k-step call besides the step (a guess).
 
 
 class LoopIntervals:
@@ -103,8 +106,14 @@ def prepared_sample(ctx: Context) -> tuple[Path, float]:
   return path, time.perf_counter() - started
 
 
-def loop_row(ctx: Context, family: str, size: str, batch: int, dtype: str) -> Row:
-  """The training loop on the prepared sample at the step's shapes, against the step alone."""
+def loop_name(size: str, batch: int, dtype: str, k: int = 1) -> str:
+  """The loop row's name: the H200's for one step a call, `k8` appended for 8."""
+  return f"loop {LOOP_FAMILY} {case_name(size, batch)} {dtype}" + (f" k{k}" if k > 1 else "")
+
+
+def loop_row(ctx: Context, family: str, size: str, batch: int, dtype: str, k: int = 1) -> Row:
+  """The training loop on the prepared sample at the step's shapes, `k` steps a call
+  (`train.steps_per_call`), against the step alone."""
   sh = ctx.shapes
   alone = step_row(ctx, family, size, batch, dtype)
   size_run, batch_run = sh.size[size], sh.batch[batch]
@@ -117,7 +126,14 @@ def loop_row(ctx: Context, family: str, size: str, batch: int, dtype: str) -> Ro
     config.train.steps, config.train.log_every = every * (sh.intervals + 1), every
     config.train.checkpoint_every = 10**9  # Only the last step saves.
     config.train.progress_seconds, config.train.compile_ahead = 1e9, "false"
-    workdir = ctx.out / "loop_runs" / f"{family}_{size_run}_b{batch_run}_{dtype}"
+    if k != 1:
+      if "steps_per_call" not in config.train:
+        raise RuntimeError(
+          f"this checkout's training has no train.steps_per_call: the k = {k} row needs it "
+          "(issue 52, item 2: several steps a call)"
+        )
+      config.train.steps_per_call = k  # --config.train.steps_per_call=k
+    workdir = ctx.out / "loop_runs" / f"{family}_{size_run}_b{batch_run}_{dtype}_k{k}"
     shutil.rmtree(workdir, ignore_errors=True)
     started = time.perf_counter()
     with LoopIntervals() as intervals:
@@ -125,31 +141,47 @@ def loop_row(ctx: Context, family: str, size: str, batch: int, dtype: str) -> Ro
     wall_s = time.perf_counter() - started
     shutil.rmtree(workdir, ignore_errors=True)
     s = intervals.summary()
-    return Row("loop", "", shape=f"{size_run}, batch {batch_run}, {sh.steps} steps (bucket)",
-               ms=s["loop_ms"], b2b_ms=s["loop_ms"], tokens_s=s["real_tokens_s"],
-               program_gib=alone.program_gib,
+    cells = batch_run * sh.steps  # The loop's steps are cut at the bucket: every cell computed.
+    per_token = flops.per_token(model_config(family, size_run), sh.steps)
+    mfu = flops.mfu(cells / (s["loop_ms"] / 1e3), per_token, peaks.peak_flops(dtype=dtype))
+    return Row("loop", "", shape=f"{size_run}, batch {batch_run}, {sh.steps} steps (bucket)"
+               + (f", {k} steps a call" if k > 1 else ""),
+               ms=s["loop_ms"], b2b_ms=s["loop_ms"], tokens_s=s["real_tokens_s"], mfu=mfu,
+               mfu_b2b=mfu, program_gib=alone.program_gib,
                extra={**s, "alone_b2b_ms": alone.b2b_ms, "efficiency": alone.b2b_ms / s["loop_ms"],
+                      "alone_ms": alone.ms, "alone_mfu": alone.mfu,
+                      "alone_mfu_b2b": alone.mfu_b2b, "steps_per_call": k,
                       "log_every": every, "wall_s": wall_s, "prepare_s": prepare_s})  # fmt: skip
 
-  return ctx.measure(("loop", family, size_run, batch_run, dtype, sh.steps), measure)
+  return ctx.measure(("loop", family, size_run, batch_run, dtype, sh.steps, k), measure)
+
+
+def _add(cat: Catalogue, group: str, case: str, k: int) -> None:
+  size, batch = CASES[case]
+  add_step(cat, group, LOOP_FAMILY, size, batch, "float32")
+  first = not any(u.part == "loop" for u in cat.units)  # It prepares the sample.
+  cat.one(group, "loop", loop_name(size, batch, "float32", k),
+          lambda ctx: loop_row(ctx, LOOP_FAMILY, size, batch, "float32", k),
+          LOOP_SECONDS[size] + K_COMPILE_SECONDS * (k > 1) + PREPARE_SECONDS * first)  # fmt: skip
 
 
 def units(cat: Catalogue) -> None:
-  """Each case's step alone, then the loop at its shapes."""
-  first_loop = True
-  for case in LOOP_CASES:
-    size, batch = CASES[case]
-    add_step(cat, "loop", LOOP_FAMILY, size, batch, "float32")
-    cat.one("loop", "loop", f"loop {LOOP_FAMILY} {case} float32",
-            lambda ctx, s=size, b=batch: loop_row(ctx, LOOP_FAMILY, s, b, "float32"),
-            SECONDS[size] + 25 + PREPARE_SECONDS * first_loop)  # fmt: skip
-    first_loop = False
+  """The d128 batch-32 step alone, then the loop at its shapes at one step a call and at
+  `STEPS_PER_CALL` (the `loop` part)."""
+  for k in (1, STEPS_PER_CALL):
+    _add(cat, "loop", "d128 b32", k)
+
+
+def measured(cat: Catalogue) -> None:
+  """The d512 batch-128 step alone and the loop at its shapes (the H200's, 2026-11-28)."""
+  _add(cat, "measured", "d512 b128", 1)
 
 
 COLUMNS = (
   NAME,
   SHAPE,
   STATUS,
+  column("step alone ms", lambda r: r.extra.get("alone_ms"), ".2f"),
   column("step alone b2b ms", lambda r: r.extra.get("alone_b2b_ms"), ".2f"),
   column("loop ms/step", lambda r: r.extra.get("loop_ms"), ".2f"),
   column("efficiency %", lambda r: 100 * r.extra.get("efficiency", math.nan), ".1f"),
@@ -157,6 +189,9 @@ COLUMNS = (
   column("host ms/step", lambda r: r.extra.get("host_ms"), ".2f"),
   column("padding", lambda r: r.extra.get("padding"), ".2f"),
   column("real tokens/s", lambda r: r.extra.get("real_tokens_s"), ",.0f"),
+  column("step alone MFU %", lambda r: 100 * r.extra.get("alone_mfu", math.nan), ".1f"),
+  column("step alone MFU b2b %", lambda r: 100 * r.extra.get("alone_mfu_b2b", math.nan), ".1f"),
+  column("loop MFU %", lambda r: 100 * r.mfu, ".1f"),
   column("timed steps", lambda r: r.extra.get("timed_steps"), "d"),
   PROGRAM_GIB,
   DEVICE_PEAK,

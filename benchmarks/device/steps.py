@@ -2,32 +2,22 @@
 `benchmarks.bench_device` (and the steps alone that the loop, population and A/B parts compare
 with), and their table, which docs/performance.md renders the H200's rows with."""
 
-import contextlib
-import statistics
-import time
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.bench_train_step import (
-  built_step,
-  device_batches,
-  random_batch,
-  time_step,
-  world_model_config,
-)
 from benchmarks.device.common import (
+  B2B_MS,
   CASES,
   COMPILE_S,
   DEVICE_PEAK,
   DTYPES,
   FAMILIES,
   FULL,
-  LOOP_CASES,
   LOOP_FAMILY,
   MFU,
+  MFU_B2B,
   PROGRAM_GIB,
   SECONDS,
   SHAPE,
@@ -41,10 +31,20 @@ from benchmarks.device.common import (
   column,
   gib,
   markdown,
+  mfus,
+)
+from benchmarks.harness import (
+  built_step,
+  device_batches,
+  median_seconds,
+  random_batch,
+  recurrence_inputs,
+  recurrence_programs,
+  time_step,
+  world_model_config,
 )
 from chessjax import flops, memory, peaks
-from chessjax.ops import delta_rule, slice_scan, ssd
-from chessjax.ops.impl import RECURRENCES
+from chessjax.ops.impl import RECURRENCES, width_of
 from configs import lm as lm_configs
 
 UNREACHED_FAMILIES = ("mamba2", "mamba3", "mamba3_mimo")  # Their d128 b32 rows (H200: not run).
@@ -89,10 +89,11 @@ def step_row(ctx: Context, family: str, size: str, batch: int, dtype: str, unrol
                   warmup=ctx.opts.warmup, iters=ctx.opts.iters, tracing=unrolled)  # fmt: skip
     tokens_s = batch_run * sh.steps / (t.ms / 1e3)
     per_token = flops.per_token(built.model.cfg, sh.steps)
+    mfu, mfu_b2b = mfus(batch_run * sh.steps, per_token, peaks.peak_flops(dtype=dtype), t.ms,
+                        t.b2b_ms)  # fmt: skip
     row = Row("train", "", shape=f"{size_run}, batch {batch_run}, {sh.steps} steps",
-              compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s,
-              mfu=flops.mfu(tokens_s, per_token, peaks.peak_flops(dtype=dtype)),
-              program_gib=gib(t.program_bytes))  # fmt: skip
+              compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s, mfu=mfu,
+              mfu_b2b=mfu_b2b, program_gib=gib(t.program_bytes))  # fmt: skip
     if unrolled is not None:
       row.extra.update(unroll=unroll, scans_unrolled=unrolled.count)
     return row
@@ -118,10 +119,10 @@ def lm_row(ctx: Context, dtype: str) -> Row:
                   warmup=ctx.opts.warmup, iters=ctx.opts.iters)  # fmt: skip
     tokens_s = batch * length / (t.ms / 1e3)
     per_token = flops.per_token(built.model.cfg, length, head_dim=vocab)
+    mfu, mfu_b2b = mfus(batch * length, per_token, peaks.peak_flops(dtype=dtype), t.ms, t.b2b_ms)
     return Row("lm", "", shape=f"{family} {size}, batch {batch}, {length} tokens",
-               compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s,
-               mfu=flops.mfu(tokens_s, per_token, peaks.peak_flops(dtype=dtype)),
-               program_gib=gib(t.program_bytes))  # fmt: skip
+               compile_s=t.compile_s, ms=t.ms, b2b_ms=t.b2b_ms, tokens_s=tokens_s, mfu=mfu,
+               mfu_b2b=mfu_b2b, program_gib=gib(t.program_bytes))  # fmt: skip
 
   return ctx.measure(("lm", family, size, batch, length, dtype), measure)
 
@@ -138,56 +139,17 @@ def lm_batch(batch: int, length: int, vocab: int, seed: int) -> dict:
   }
 
 
-def recurrence_inputs(recurrence: str, shapes: Shapes, seed: int = 0) -> tuple[tuple, Callable]:
-  """Random float32 inputs of one layer's recurrence at `shapes`, and fn(*inputs, impl, chunk)
-  returning its output sequence."""
-  rng = np.random.default_rng(seed)
-  b, t = shapes.op_batch, shapes.steps
-
-  def normal(*shape, scale=1.0):
-    return jnp.asarray(scale * rng.standard_normal(shape), jnp.float32)
-
-  if recurrence == "affine_scan":
-    g, n = shapes.slice_dims
-    inputs = (normal(b, t, g, n, n, scale=0.1 / n), normal(b, t, g * n), normal(g * n))
-    return inputs, lambda a, c, y0, impl, chunk: slice_scan.affine_scan(
-      a, c, y0, impl=impl, chunk_size=chunk
-    )
-  if recurrence == "delta_rule":
-    h, k, v = shapes.delta_dims
-    q, kk = normal(b, t, h, k), normal(b, t, h, k)
-    q, kk = (x / jnp.linalg.norm(x, axis=-1, keepdims=True) for x in (q, kk))
-    g = -jnp.abs(normal(b, t, h, scale=0.1))
-    beta = jax.nn.sigmoid(normal(b, t, h))
-    inputs = (q, kk, normal(b, t, h, v), g, beta)
-    return inputs, lambda q, k, v, g, beta, impl, chunk: delta_rule.gated_delta_rule(
-      q, k, v, g, beta, impl=impl, chunk_size=chunk
-    )[0]
-  if recurrence == "ssd":
-    h, p, n = shapes.ssd_dims
-    dt = jax.nn.softplus(normal(b, t, h) - 3.0)
-    inputs = (
-      normal(b, t, h, p),
-      dt,
-      -jnp.exp(normal(h, scale=0.5)),
-      normal(b, t, 1, n),
-      normal(b, t, 1, n),
-    )
-    return inputs, lambda x, dt, a, bb, c, impl, chunk: ssd.ssd(
-      x, dt, a, bb, c, impl=impl, chunk_size=chunk
-    )[0]
-  raise ValueError(f"no inputs for recurrence {recurrence!r}")
+def layer_dims(recurrence: str, shapes: Shapes) -> tuple:
+  """The recurrence's dimensions at `shapes`: the d512 layer's, or the toy's."""
+  return {"affine_scan": shapes.slice_dims, "delta_rule": shapes.delta_dims,
+          "ssd": shapes.ssd_dims}[recurrence]  # fmt: skip
 
 
-def _timed(fn, inputs, warmup: int, iters: int) -> float:
-  """The median seconds of `iters` calls of `fn(*inputs)` after `warmup`, each to completion."""
-  times = []
-  for i in range(warmup + iters):
-    started = time.perf_counter()
-    jax.block_until_ready(fn(*inputs))
-    if i >= warmup:
-      times.append(time.perf_counter() - started)
-  return statistics.median(times)
+def layer_inputs(recurrence: str, shapes: Shapes, seed: int = 0) -> tuple[tuple, Callable]:
+  """Random inputs of one layer's recurrence at `shapes` (`benchmarks.harness.recurrence_inputs`)
+  and fn(*inputs, impl, chunk)."""
+  dims = layer_dims(recurrence, shapes)
+  return recurrence_inputs(recurrence, shapes.op_batch, shapes.steps, dims, seed)
 
 
 def recurrence_row(ctx: Context, recurrence: str, impl: str, chunk: int, unroll: int = 1) -> Row:
@@ -195,27 +157,18 @@ def recurrence_row(ctx: Context, recurrence: str, impl: str, chunk: int, unroll:
   sh, opts = ctx.shapes, ctx.opts
 
   def measure() -> Row:
-    inputs, fn = recurrence_inputs(recurrence, sh)
-
-    def forward(*xs):
-      return fn(*xs, impl, chunk)
-
-    def loss(*xs):
-      return jnp.sum(forward(*xs).astype(jnp.float32) ** 2)
-
-    unrolled = ScanUnroll(unroll) if unroll > 1 else contextlib.nullcontext()
-    started = time.perf_counter()
-    with unrolled:
-      fwd = jax.jit(forward).lower(*inputs)
-      both = jax.jit(jax.value_and_grad(loss, argnums=tuple(range(len(inputs))))).lower(*inputs)
-    fwd, both = fwd.compile(), both.compile()
-    compile_s = time.perf_counter() - started
-    fwd_s = _timed(fwd, inputs, opts.warmup, opts.iters)
-    both_s = _timed(both, inputs, opts.warmup, opts.iters)
+    inputs, fn = layer_inputs(recurrence, sh)
+    unrolled = ScanUnroll(unroll) if unroll > 1 else None
+    fwd, both, compile_s = recurrence_programs(fn, inputs, impl, chunk, tracing=unrolled)
+    fwd_s = median_seconds(fwd, inputs, opts.warmup, opts.iters)
+    both_s = median_seconds(both, inputs, opts.warmup, opts.iters)
     row = Row("recurrence", "", shape=f"batch {sh.op_batch}, {sh.steps} steps"
               + (f", chunk {chunk}" if impl == "chunked" else ""), compile_s=compile_s,
               ms=1e3 * both_s, forward_ms=1e3 * fwd_s, tokens_s=sh.op_batch * sh.steps / both_s,
               program_gib=gib(memory.program_bytes(both)))  # fmt: skip
+    # The shape `chessjax.ops.impl`'s table keys on (`benchmarks.bench_scans --device`).
+    row.extra.update(rows=sh.op_batch, length=sh.steps,
+                     width=width_of(recurrence, layer_dims(recurrence, sh)))  # fmt: skip
     if unroll > 1:
       row.extra.update(unroll=unroll, scans_unrolled=unrolled.count)
     return row
@@ -233,16 +186,15 @@ def add_step(cat: Catalogue, group: str, family: str, size: str, batch: int, dty
 
 
 def unreached(cat: Catalogue) -> None:
-  """The rows the H200 did not reach: three Mamba families at d128 b32, SLiCE in bfloat16 and
-  GPT-2 small's LM step."""
+  """The steps no device has timed: three Mamba families at d128 b32, GPT-2 small's LM step and
+  SLiCE's d128 b32 step in bfloat16 (its d512 one: the H200's, 2026-11-28)."""
   for family in UNREACHED_FAMILIES:
     for dtype in DTYPES:
       add_step(cat, "unreached", family, "d128", 32, dtype)
-  for case in LOOP_CASES:
-    add_step(cat, "unreached", LOOP_FAMILY, *CASES[case], "bfloat16")
   for dtype in DTYPES:
     cat.one("unreached", "lm", f"gpt2 small {dtype}", lambda ctx, d=dtype: lm_row(ctx, d),
             LM_SECONDS)  # fmt: skip
+  add_step(cat, "unreached", LOOP_FAMILY, "d128", 32, "bfloat16")
 
 
 def measured(cat: Catalogue, shapes: Shapes) -> None:
@@ -272,8 +224,10 @@ COLUMNS = (
   COMPILE_S,
   STEP_MS,
   column("forward ms", lambda r: r.forward_ms, ".2f"),
+  B2B_MS,
   column("tokens/s", lambda r: r.tokens_s, ",.0f"),
   MFU,
+  MFU_B2B,
   PROGRAM_GIB,
   DEVICE_PEAK,
 )

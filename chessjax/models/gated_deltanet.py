@@ -196,7 +196,15 @@ class GatedDeltaNetMixer(nnx.Module):
       v,
       g,
       beta,
-      impl=impl.resolve(self.cfg.mixer_impl, "delta_rule"),
+      impl=impl.resolve(
+        self.cfg.mixer_impl,
+        "delta_rule",
+        rows=math.prod(x_BTD.shape[:-2]),
+        length=x_BTD.shape[-2],
+        width=impl.width_of(
+          "delta_rule", (self.cfg.heads, self.cfg.head_k_dim, self.cfg.head_v_dim)
+        ),
+      ),
       chunk_size=self.cfg.chunk_size,
     )
     return self._output(x_BTD, o)

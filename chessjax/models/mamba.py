@@ -205,6 +205,18 @@ def gated_mlp(cfg: MambaConfig, *, rngs: nnx.Rngs) -> layers.GatedMLP:
   )
 
 
+def _resolve(cfg: MambaConfig, u_BTD) -> impl.Impl:
+  """The SSD's implementation for a call on `u_BTD`: `chessjax.ops.impl.resolve` at its rows,
+  length and state width (H P N, whatever the MIMO rank)."""
+  return impl.resolve(
+    cfg.mixer_impl,
+    "ssd",
+    rows=math.prod(u_BTD.shape[:-2]),
+    length=u_BTD.shape[-2],
+    width=impl.width_of("ssd", (cfg.heads, cfg.head_dim, cfg.d_state)),
+  )
+
+
 class Mamba2Mixer(nnx.Module):
   """Mamba-2 mixer: in_proj, causal depthwise conv, SSD, gated RMSNorm, out_proj."""
 
@@ -259,7 +271,7 @@ class Mamba2Mixer(nnx.Module):
     conv = layers.causal_conv(xbc.astype(jnp.float32), self.conv_weight[...], self.conv_bias[...])
     xbc = jax.nn.silu(conv).astype(xbc.dtype)
     x, dt, A, B, C = self._ssm_inputs(xbc, dt_raw)
-    how = impl.resolve(cfg.mixer_impl, "ssd")
+    how = _resolve(cfg, u_BTD)
     y, _ = ssd.ssd(x, dt, A, B, C, impl=how, chunk_size=cfg.chunk_size)
     return self._output(y, x, z)
 
@@ -376,7 +388,7 @@ class Mamba3Mixer(nnx.Module):
     (final state, out [B, T, d]). Chained over consecutive pieces it gives the whole sequence's
     outputs, up to rounding."""
     cfg = self.cfg
-    how = impl.resolve(cfg.mixer_impl, "ssd")
+    how = _resolve(cfg, u_BTD)
     cdt = layers.DTYPES[cfg.dtype]
     theta0, trap0 = (None, None) if state is None else state
     v, z, dt, A, lam, B, C, angles = self._inputs(u_BTD)

@@ -125,7 +125,15 @@ class SLiCEMixer(nnx.Module):
       a,
       c,
       self.y0[...],
-      impl=impl.resolve(self.cfg.mixer_impl, "affine_scan"),
+      impl=impl.resolve(
+        self.cfg.mixer_impl,
+        "affine_scan",
+        rows=math.prod(x_BTD.shape[:-2]),
+        length=x_BTD.shape[-2],
+        width=impl.width_of(
+          "affine_scan", (self.cfg.d // self.cfg.block_size, self.cfg.block_size)
+        ),
+      ),
       chunk_size=self.cfg.chunk_size,
       time_major=True,
     )
