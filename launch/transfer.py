@@ -44,8 +44,9 @@ status WORK` reads it):
 `--grid FAMILIES/SEEDS/NS` (repeatable) gives the cells instead of `--families` x `--seeds` x
 `--train-games`, e.g. `--grid transformer,gated_deltanet,slice,mamba3/0/256,1024,4096 --grid
 transformer,mamba3/1,2/1024,4096`. Locally the tasks run in the order of their value, as their
-dependencies allow (the cheaper arms of seed 0 and the larger Ns first, `scratch_equal` last), each
-scored as soon as it is trained, so that a partial run already has complete cells.
+dependencies allow: `scratch_equal` (the costliest arm) last, the rest grid by grid in the order
+given (so the order of `--grid` sets the priorities), in a grid seed 0 and the larger Ns first;
+each run is scored as soon as it is trained, so that a partial run already has complete cells.
 Each run is a chessjax workdir WORK/runs/FAMILY_sSEED_ARM_N (sources FAMILY_sSEED_source), the
 data WORK/data. Rerunning the command resumes: an unfinished run continues from its newest
 checkpoint, a finished one is not trained again, a scored one not scored again; SIGTERM (e.g.
@@ -293,13 +294,21 @@ def eval_task(args, paths: dict, wd: Path, after: list[str]) -> manifest.Task:
 
 def value_order(args) -> list[tuple[str, int, int, str]]:
   """(family, seed, N, arm) in the order of their value: the cheaper arms before
-  `scratch_equal`, seed 0 before the others, the larger N first, the families as given."""
+  `scratch_equal`; then the grids in the order given (the first grid a cell is in); in a grid,
+  the lower seed, the larger N, the families and arms as given."""
   fam = {f: i for i, f in enumerate(families(args))}
+  grid = {}
+  for i, g in enumerate(args.grids):
+    for c in [(f, s, n) for f in g["families"] for s in g["seeds"] for n in g["train_games"]]:
+      grid.setdefault(c, i)
   out = [(f, s, n, a) for f, s, n in cells(args) for a in args.arm_list]
-  return sorted(
-    out,
-    key=lambda c: (c[3] == "scratch_equal", c[1], -c[2], fam[c[0]], args.arm_list.index(c[3])),
-  )
+
+  def key(c):
+    family, seed, n, arm = c
+    first = grid[(family, seed, n)]
+    return (arm == "scratch_equal", first, seed, -n, fam[family], args.arm_list.index(arm))
+
+  return sorted(out, key=key)
 
 
 def plan(args, argv: list[str]) -> list[manifest.Task]:
