@@ -410,6 +410,7 @@ LONGEST_MODULES = (
   "test_multiprocess",
   "test_train",
   "test_population",
+  "test_steps_per_call",
   "test_transfer",
   "test_init_from",
   "test_lm_linear_probe",
