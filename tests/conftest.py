@@ -433,6 +433,7 @@ LONGEST_MODULES = (
   "test_mamba",
   "test_lm_probe_shared_prefix",
   "test_compile_ahead",
+  "test_bench_loop_overhead",
   "test_evaluate",
   "test_llm_pickers",
   "test_precision",
