@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from chessjax import population, train, workdir
+from chessjax import populations, train, workdir
 from chessjax.batches import train_batches
 from chessjax.files import write_json
 from chessjax.machine import cpu_model
@@ -82,7 +82,7 @@ def main(argv=None) -> dict:
   config = base_config(args.family, data, args.steps)
   members = [f"s{s}:seed={s}" for s in seeds]
   started = time.perf_counter()
-  summaries = population.train_population(config, out / "population", members)
+  summaries = populations.train_population(config, out / "population", members)
   pop_s = time.perf_counter() - started
   rows = []
   for seed, summary in zip(seeds, summaries, strict=True):

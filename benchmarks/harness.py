@@ -5,7 +5,7 @@ recurrence of `chessjax.ops` on random inputs of a layer's shapes (`recurrence_i
 `recurrence_programs`, `median_seconds`). No benchmark imports another benchmark: each imports
 these (tests/test_layout.py freezes the imports of a command).
 
-A timed step is `chessjax.step.build`'s (or `chessjax.population.Population`'s) jitted
+A timed step is `chessjax.step.build`'s (or `chessjax.populations.Population`'s) jitted
 `(state, batch) -> (state, outputs)` with the state donated: compiled ahead of time (compile
 seconds: lower + compile), run `warmup` steps, then timed `iters` steps each to completion (the
 median: "step ms") and steps dispatched back to back (the mean: "b2b ms", the rate a training
@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from chessjax import encoding, evaluation, labels, memory, population, step
+from chessjax import encoding, evaluation, labels, memory, populations, step
 from chessjax.members import check_members, member_config
 from chessjax.ops import delta_rule, slice_scan, ssd
 from chessjax.spec import TrainSpec
@@ -178,7 +178,7 @@ def build_population(config: ml_collections.ConfigDict, k: int, *, devices=None)
   """The population of `k` members of `config` (`member_configs`): its state and one step."""
   configs = member_configs(config, k)
   specs = [TrainSpec.from_config(c) for c in configs]
-  return population.Population(specs, get_task(configs[0]), devices=devices)
+  return populations.Population(specs, get_task(configs[0]), devices=devices)
 
 
 def time_population(

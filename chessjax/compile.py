@@ -152,17 +152,20 @@ def check_memory(
   (`longest` tokens) extrapolated from it, and compiled and checked exactly when that estimate
   does not fit (the program is kept in `compiler`). `keys`: the task's `batch_keys`; `members`:
   how many runs the step trains together (a population: its refusal names the largest number
-  of members that would fit, `largest_population`)."""
+  of members that would fit, `largest_population`). With `train.steps_per_call` = k > 1 the
+  program is the k-step call (`chessjax.dispatch`), whose arguments hold the k stacked batches:
+  they are counted, and `length_axis` is that of the stacked batch."""
   limit = spec.memory_limit_bytes
   limit = memory.available_bytes() if limit is None else limit
   compiled = compiler.ready(batch_shape(batch, keys))
   needed = memory.program_bytes(compiled)
-  n = spec.micro_batches
+  n, k = spec.micro_batches, spec.train.steps_per_call
   what = (
     f"the train step ({spec.family} {spec.size}, batch {spec.data.batch_size}"
     + (f" in {n} micro-batches" if n > 1 else "")
     + (", remat" if spec.train.remat else "")
     + (f", {members} members" if members > 1 else "")
+    + (f", {k} batches a call" if k > 1 else "")
   )
   t = max(x.shape[length_axis] for x in batch.values() if x.ndim > length_axis)
   fit = _population_hint(spec, members, limit)

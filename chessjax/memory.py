@@ -18,7 +18,8 @@ import jax
 REMEDY = (
   "lower the memory per step with --config.train.micro_batches=N (the same step over N slices "
   "of the batch; N divides data.batch_size) and/or --config.train.remat=True (recompute each "
-  "block's activations in the backward pass), or a smaller data.batch_size / data.max_len"
+  "block's activations in the backward pass), or a smaller data.batch_size / data.max_len / "
+  "train.steps_per_call (a call's batches are on the device together)"
 )
 
 

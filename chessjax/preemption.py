@@ -3,15 +3,17 @@ training run cleanly at a step every process agrees on.
 
     with Preemption() as preemption:
       ...
-      step += 1
-      if preemption.reached(step):   # every process gets True at the same step
-        save a checkpoint at `step`, write the summary as preempted, raise Preempted(step)
+      calls += 1                     # one call of the step: one step, or several
+      if preemption.reached(calls):  # every process gets True after the same call
+        save a checkpoint at its step, write the summary as preempted, raise Preempted(step)
 
-* One process: a Python signal handler notes the signal; `reached(step)` is then true at the
-  next step the loop asks about (the step in progress finishes first).
+* One process: a Python signal handler notes the signal; `reached(counter)` is then true at the
+  next call the loop asks about (the call in progress finishes first).
 * Several processes (`chessjax.processes`): JAX's preemption service carries the notice of any
   process to all of them (`multihost_utils.reached_preemption_sync_point`), which agree on the
-  step after the furthest one any process has reached; each process asks at every step. JAX
+  counter after the furthest one any process has reached; each process asks after every call,
+  with a counter one more each time (JAX's sync point is that next counter: a counter that
+  skipped it, such as a step count of calls of several steps, would never reach it). JAX
   catches SIGTERM itself in that case (its handler is not Python's); SIGINT is turned into a
   SIGTERM to this process so that it takes the same path.
 * A second SIGINT while stopping interrupts at once (KeyboardInterrupt), as usual.
@@ -77,12 +79,13 @@ class Preemption:
     if self._multi:  # Through JAX's preemption notifier, which tells every process.
       os.kill(os.getpid(), signal.SIGTERM)
 
-  def reached(self, step: int) -> bool:
-    """Whether the loop should save and stop after `step` (the same answer in every process)."""
+  def reached(self, counter: int) -> bool:
+    """Whether the loop should save and stop after its call number `counter` (the same answer in
+    every process; the counter goes up by one at each call)."""
     if self._multi:
       from jax.experimental import multihost_utils
 
-      if multihost_utils.reached_preemption_sync_point(step):
+      if multihost_utils.reached_preemption_sync_point(counter):
         self.signal_name = self.signal_name or "SIGTERM"
         return True
       return False

@@ -1,8 +1,9 @@
 """What the training loop (`chessjax.train`) trains and what it keeps per run.
 
 * `Runs`: the seam between the loop and the device: the train state of every run it trains
-  together, their jitted step, and each run's share of both. `OneRun` is a run trained alone
-  (`chessjax.step.build`'s step); `chessjax.population.Population` trains many runs of one model
+  together, their step (jitted, and the pure function `chessjax.dispatch` compiles its own call
+  of), and each run's share of both. `OneRun` is a run trained alone
+  (`chessjax.step.build`'s step); `chessjax.populations.Population` trains many runs of one model
   in one program.
 * `Member`: one run of a loop: its config, spec and workdir (a run alone is a loop's only
   member).
@@ -33,7 +34,11 @@ class Runs(Protocol):
   model: object  # One member's model (its parameter count and FLOPs).
   state: dict  # The initial train state of every member.
   train_step: object  # jitted (state, batch) -> (state, outputs)
+  step_fn: object  # The pure step `train_step` jits (`chessjax.dispatch` calls it its own way).
+  data_sharding: object  # Of one step's batch on the devices.
   length_axis: int  # The positions axis of a device batch.
+
+  def host_batch(self, host: list[dict]) -> dict: ...  # One step's batch of the members' batches.
 
   def device_batch(self, host: list[dict]) -> dict: ...  # Global arrays of each member's batch.
 
@@ -59,7 +64,11 @@ class OneRun:
 
   def __init__(self, spec: TrainSpec, task: Task):
     self.model, self.state, self.fns = build(spec, task)
-    self.task, self.train_step = task, self.fns.train_step
+    self.task, self.train_step, self.step_fn = task, self.fns.train_step, self.fns.step_fn
+    self.data_sharding = self.fns.data_sharding
+
+  def host_batch(self, host):
+    return {k: host[0][k] for k in self.task.batch_keys}
 
   def device_batch(self, host):
     return evaluation.device_batch(host[0], self.fns)

@@ -8,7 +8,8 @@ old workdir's `config.json` predates, means the same everywhere):
 
 * `DataSpec` (`config.data`): where the games are, the batch, the length buckets, the loader;
 * `LoopSpec` (`config.train`): the run's length and its cadence (logging, validation,
-  checkpoints), the non-finite guard, memory and compilation settings;
+  checkpoints), the non-finite guard, memory and compilation settings, the steps per compiled
+  call (`chessjax.dispatch`);
 * `OptimSpec` (`config.optim`): AdamW and the learning-rate schedule (`chessjax.optim`);
 * `InitSpec` (`config.init`): the run whose parameters a new run starts from (`chessjax.init_from`).
 
@@ -73,6 +74,7 @@ class LoopSpec:
   max_bad_batches: int = 20  # Abort after this many consecutive non-finite batches.
   progress_seconds: float = 10.0  # A progress line at least this often between log lines.
   micro_batches: int = 1  # The batch's gradient summed over this many slices (same step).
+  steps_per_call: int = 1  # Up to this many batches of one shape per compiled call (dispatch).
   remat: bool = False  # Each block's activations recomputed in the backward pass.
   memory_limit_gb: float = 0.0  # The memory check's limit; 0: what the machine has.
   compilation_cache: str = AUTO  # chessjax.runtime: a per-user cache; "" for none.
@@ -255,7 +257,8 @@ class TrainSpec:
       raise ValueError(f"train.compile_ahead must be auto, true or false, got {t.compile_ahead!r}")
     profiling.parse_range(t.profile)  # "START:STOP" or "".
     self.init.validate()
-    for key in ("log_every", "checkpoint_every", "snapshot_every", "max_bad_batches"):
+    for key in ("log_every", "checkpoint_every", "snapshot_every", "max_bad_batches",
+                "steps_per_call"):  # fmt: skip
       if getattr(t, key) < 1:
         raise ValueError(f"train.{key} must be >= 1, got {getattr(t, key)}")
 

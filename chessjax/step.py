@@ -13,7 +13,7 @@ the initial train state and the jitted steps (`StepFns`) of a `chessjax.spec.Tra
   replicated, the batch sharded over its rows; the state's buffers are donated to the step.
 * `StepFns.lr_at`: the learning-rate schedule the optimizer runs (`TrainSpec.lr_at`), for the
   loop's logs.
-* `build`'s parts, which a population (`chessjax.population`) builds its stacked state and step
+* `build`'s parts, which a population (`chessjax.populations`) builds its stacked state and step
   with: `new_state` (a spec's model and initial train state on the host), `replicate` (the state
   on the mesh, and its shardings) and `jit_train_step` (donated state, replicated outputs).
 
@@ -44,6 +44,7 @@ class StepFns:
   task: Task
   graphdef: nnx.GraphDef
   train_step: object  # jitted (state, batch) -> (state, outputs)
+  step_fn: object  # The pure (state, batch) -> (state, outputs) that `train_step` jits.
   eval_step: object  # jitted (params, model_state, batch) -> the task's additive statistics
   predict: object  # jitted (params, model_state, tokens int32[B, T]) -> logits float32[B, T, C]
   state_sharding: object
@@ -258,6 +259,7 @@ def build(spec: TrainSpec, task: Task, *, devices=None, abstract: bool = False):
     task=task,
     graphdef=graphdef,
     train_step=jit_train_step(fn, state_sharding, mesh),
+    step_fn=fn,
     eval_step=jax.jit(partial(eval_step, graphdef, task), out_shardings=sharding.replicated(mesh)),
     predict=jax.jit(partial(predict, graphdef)),
     state_sharding=state_sharding,

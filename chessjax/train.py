@@ -4,21 +4,23 @@
 Reads top to bottom: read the config once (`chessjax.spec`), get the task (`chessjax.task`) and
 the training batches (`chessjax.batches`), build the model, train state and jitted step (the
 `chessjax.runs.Runs` the loop is given: `OneRun`, `chessjax.step.build`'s, or a population),
-restore the newest readable checkpoint of each run, then run the compiled train step once per
-batch. Each run's checkpoints, early stopping (`chessjax.early_stopping`), logs and summary are
-its `chessjax.runs.RunBook`. Nothing here knows what a batch holds beyond
-`task.batch_keys` and its `mask` (True on scored positions, used to count tokens).
+restore the newest readable checkpoint of each run, then call the compiled train step
+(`chessjax.dispatch`: once per batch, or once per `train.steps_per_call` batches). Each run's
+checkpoints, early stopping (`chessjax.early_stopping`), logs and summary are its
+`chessjax.runs.RunBook`. Nothing here knows what a batch holds beyond `task.batch_keys` and
+its `mask` (True on scored positions, used to count tokens).
 
 * Data parallel over every device of every process (`chessjax.step`): each process feeds its rows
   of the global batch (`jax.make_array_from_process_local_data`). The same code runs on 1 CPU,
   N fake CPU devices, a GPU, or a multi-host TPU slice.
 * The device is kept busy: a background thread reads the next batches, pads them and puts them
-  on the devices while the current step runs (`chessjax.prefetch`, `PREFETCH_DEPTH` ahead); no
-  device value is read on the host between logging, validation and checkpoint steps (a progress
-  line shows only outputs already computed), and the host queues at most `IN_FLIGHT` steps ahead
-  of the device. Every log line says how long the loop waited on its input ("input wait", a share
-  of the interval) and how long the host itself took per step ("host ms/step";
-  `chessjax.timing`).
+  on the devices while the current call runs (`chessjax.prefetch`, `PREFETCH_DEPTH` calls
+  ahead); no device value is read on the host between logging, validation and checkpoint steps
+  (a progress line shows only outputs already computed), and the host queues at most `IN_FLIGHT`
+  calls ahead of the device. The loop holds the train state as the list of its buffers, and
+  builds its tree only at the steps that read it (`chessjax.dispatch`). Every log line says how
+  long the loop waited on its input ("input wait", a share of the interval) and how long the
+  host itself took per step ("host ms/step"; `chessjax.timing`).
 * Non-finite guard: the step skips non-finite batches and rolls parameters back to a snapshot
   (`chessjax.step.train_step`); after `max_bad_batches` consecutive bad batches the step leaves
   the state where it is, and the loop, reading the counters at its next logging, validation or
@@ -27,9 +29,15 @@ its `chessjax.runs.RunBook`. Nothing here knows what a batch holds beyond
   input iterator's state: rerunning the same command resumes and reaches the same parameters,
   bit for bit on CPU, as an uninterrupted run. The workdir may be a URL (`gs://...`). A run that
   is finished (`chessjax.workdir.finished`) is not trained further by a rerun.
-* Preemption (`chessjax.preemption`): SIGTERM or SIGINT finishes the step in progress; every
-  process saves a checkpoint at the same step, the summary says preempted, and `Preempted` is
-  raised (`chessjax.main` exits with `preemption.EXIT_STATUS`); the same command resumes there.
+* Several steps per call (`train.steps_per_call` = k > 1, `chessjax.dispatch`): up to k
+  consecutive batches of one shape in one compiled call, in the data plan's order; a call ends
+  where the batch shape changes and at every logging, validation and checkpoint step (and at the
+  ends of a profiled range), so those keep their steps; the parameters after any number of steps
+  are those of k = 1, bit for bit.
+* Preemption (`chessjax.preemption`): SIGTERM or SIGINT finishes the call in progress; every
+  process saves a checkpoint at the same step (the call's last), the summary says preempted,
+  and `Preempted` is raised (`chessjax.main` exits with `preemption.EXIT_STATUS`); the same
+  command resumes there.
 * Only process 0 writes TensorBoard summaries, logs and JSON files; a progress line (step, loss,
   tokens/s, time left) is printed at least every `progress_seconds`.
 * Compilation (`chessjax.compile`): the step compiles once per batch length (`StepCompiler`),
@@ -53,6 +61,7 @@ from chessjax import batches, flops, init_from, peaks, profiling
 from chessjax import workdir as workdir_lib
 from chessjax.compile import StepCompiler, batch_shape, check_memory
 from chessjax.data.plan import bucket_length
+from chessjax.dispatch import StepCall
 from chessjax.files import as_path, write_text
 from chessjax.members import ResumeError
 from chessjax.models import count_params
@@ -65,8 +74,8 @@ from chessjax.timing import IntervalTiming
 
 log = logging.getLogger(__name__)
 
-IN_FLIGHT = 3  # Steps the host may queue ahead of the device (it then waits on the oldest).
-PREFETCH_DEPTH = 2  # Batches on the devices ahead of the step that needs them.
+IN_FLIGHT = 3  # Calls the host may queue ahead of the device (it then waits on the oldest).
+PREFETCH_DEPTH = 2  # Calls' input on the devices ahead of the call that needs it.
 
 
 class NonFiniteError(RuntimeError):
@@ -142,10 +151,25 @@ def train_runs(members: list[Member], task: Task, make_runs) -> list[dict]:
 
 @dataclasses.dataclass
 class _Prepared:
-  """One step's input on the devices, each member's token counts (of the whole batch) and each
-  data order's iterator state after it."""
+  """One call's input on the devices (`steps` consecutive batches of one shape,
+  `chessjax.dispatch`), each member's token counts per step (of the whole batch) and each data
+  order's iterator state after the call's last step."""
 
   batch: dict
+  steps: int
+  tokens: list[list[int]]
+  cells: list[list[int]]
+  data_states: list[dict]
+
+
+@dataclasses.dataclass
+class _Read:
+  """One step's batches on the host, as the prefetch thread read them: the step's batch
+  (`Runs.host_batch`), its shapes, each member's token counts and the iterators' states after
+  it."""
+
+  batch: dict
+  shape: tuple
   tokens: list[int]
   cells: list[int]
   data_states: list[dict]
@@ -178,7 +202,11 @@ class _Loop:
       )
       for m in members
     ]
-    self.compiler = StepCompiler(self.runs.train_step, length_axis=self.runs.length_axis)
+    runs, k = self.runs, spec.train.steps_per_call
+    self.call = StepCall(
+      runs.step_fn, runs.state, runs.data_sharding, length_axis=runs.length_axis, steps_per_call=k
+    )
+    self.compiler = StepCompiler(self.call.jitted, length_axis=self.call.length_axis)
     self.checked = False  # Whether the memory check has run (at the first compilation).
     self.prefetch = None
     self.timing = IntervalTiming()
@@ -206,32 +234,36 @@ class _Loop:
       f"{jax.device_count()} devices, {jax.process_count()} processes, global batch "
       f"{spec.data.batch_size}, {total} steps ({spec.epoch_steps} per epoch)"
     )
+    if self.call.k > 1:
+      banner += f", up to {self.call.k} steps per call"
     if len(rs) > 1:
       banner += f", a population of {len(rs)} ({sum(map(self.live, range(len(rs))))} to train)"
     rs[0].logger.message(banner + (f", resumed from step {step}" if step else ""))
     active = [self.live(i) for i in range(len(rs))]  # As the device state has it.
     state = runs.with_active(state, active)
-    self.prefetch = DevicePrefetch(self._produce, depth=PREFETCH_DEPTH, count=max(total - step, 0))
-    pending = collections.deque()  # The outputs of the steps not read yet, oldest first.
-    signal_name = ""
+    leaves = self.call.flat(state)  # The state between the steps that read it (dispatch).
+    self.prefetch = DevicePrefetch(self._calls(step), depth=PREFETCH_DEPTH)
+    pending = collections.deque()  # The outputs of the calls not read yet, oldest first.
+    signal_name, calls = "", 0
     with Preemption() as preemption:
       while step < total and any(active):
         self.profiler.step(step)
         item = next(self.prefetch)
-        state, out = self._step(state, item, step)
-        step += 1
-        self.timing.steps += 1
-        pending.append(out)
+        leaves, out = self._call(leaves, item, step)
+        step += item.steps
+        calls += 1
+        self.timing.steps += item.steps
+        pending.append((out, item.steps))
         for i, r in enumerate(rs):
           if active[i]:
-            r.logger.dispatched(item.tokens[i], item.cells[i])
-        if len(pending) > IN_FLIGHT:  # Waits on, without reading, the oldest queued step.
-          oldest = pending[-IN_FLIGHT - 1]
+            for tokens, cells in zip(item.tokens[i], item.cells[i], strict=True):
+              r.logger.dispatched(tokens, cells)
+        if len(pending) > IN_FLIGHT:  # Waits on, without reading, the oldest queued call.
+          oldest = pending[-IN_FLIGHT - 1][0]
           self.timing.device(lambda o=oldest: jax.block_until_ready(o))
-        preempted = preemption.reached(step)
-        logged = step % spec.train.log_every == 0 or step == total
-        validated = bool(self.val_batches) and (step % self.eval_every == 0 or step == total)
-        saved = step % spec.train.checkpoint_every == 0 or step == total or preempted
+        preempted = preemption.reached(calls)
+        logged, validated, saved = self._syncs(step)
+        saved = saved or preempted
         if logged or validated or saved:
           self.timing.device(lambda: self._read(pending, block=True))
         elif any(r.logger.progress_due() for i, r in enumerate(rs) if self.live(i)):
@@ -241,7 +273,10 @@ class _Loop:
               r.logger.progress(step)
         if logged:
           self._log(step, active)
+        if not (logged or validated or saved):
+          continue  # No run ends between the steps every process syncs at.
         with self.timing.aside():
+          state = self.call.tree(leaves) if validated or saved else None
           stopped = self._validate(state, step, item) if validated else []
           if saved or stopped:
             self._save(state, step, item, saved, stopped)
@@ -260,61 +295,107 @@ class _Loop:
         now = [self.live(i) for i in range(len(rs))]
         if now != active:
           active = now
-          state = runs.with_active(state, active)
+          state = self.call.tree(leaves) if state is None else state
+          leaves = self.call.flat(runs.with_active(state, active))
     self._read(pending, block=True)
     for i, r in enumerate(rs):
       if self.live(i):
         r.end("total", step)
-    summaries = self._summaries(state)
+    summaries = self._summaries(self.call.tree(leaves))
     if signal_name:
       raise Preempted(step, signal_name)
     return summaries
 
-  def _produce(self) -> _Prepared:
-    """The next step's input (the prefetch thread calls it)."""
+  def _syncs(self, step: int) -> tuple[bool, bool, bool]:
+    """Whether the loop logs, validates and saves after `step` (the steps every process syncs
+    at; a call of several steps ends at each of them)."""
+    t, total = self.spec.train, self.total
+    logged = step % t.log_every == 0 or step == total
+    validated = bool(self.val_batches) and (step % self.eval_every == 0 or step == total)
+    saved = step % t.checkpoint_every == 0 or step == total
+    return logged, validated, saved
+
+  def _ends_call(self, step: int) -> bool:
+    """Whether a call ends after `step`: at every step the loop syncs at, and at the ends of
+    the profiled range (so that its trace holds those steps' calls only)."""
+    if any(self._syncs(step)):
+      return True
+    return self.profiler.range is not None and step in self.profiler.range
+
+  def _calls(self, step: int):
+    """The calls from `step` to the run's end (the prefetch thread walks it): consecutive steps
+    of one batch shape, at most `train.steps_per_call` of them, a call ending where
+    `_ends_call` says; a batch of another shape read ahead waits for the next call."""
+    k, total = self.call.k, self.total
+    ahead = None
+    while step < total:
+      reads = []
+      while True:
+        read, ahead = ahead or self._read_step(), None
+        if reads and read.shape != reads[0].shape:
+          ahead = read
+          break
+        reads.append(read)
+        step += 1
+        if len(reads) == k or step == total or self._ends_call(step):
+          break
+      members = range(len(self.group_of))
+      yield _Prepared(
+        self.call.device_input([r.batch for r in reads], self.task.batch_keys),
+        len(reads),
+        [[r.tokens[i] for r in reads] for i in members],
+        [[r.cells[i] for r in reads] for i in members],
+        reads[-1].data_states,
+      )
+
+  def _read_step(self) -> _Read:
+    """The next step's batches on the host (the prefetch thread reads them)."""
     host = [next(it) for it in self.groups]
     data_states = [it.get_state() for it in self.groups]
-    batch = self.runs.device_batch([host[g] for g in self.group_of])
+    batch = self.runs.host_batch([host[g] for g in self.group_of])
     # This process's rows times the processes: every process holds as many rows of each batch,
     # so tokens/s counts the whole batch (exact for one process, an estimate for several).
     n = jax.process_count()
     tokens = [n * int(host[g]["mask"].sum()) for g in self.group_of]
     cells = [n * host[g]["mask"].size for g in self.group_of]
-    return _Prepared(batch, tokens, cells, data_states)
+    return _Read(batch, batch_shape(batch, self.task.batch_keys), tokens, cells, data_states)
 
-  def _step(self, state, item: _Prepared, step: int):
-    """Runs the compiled step on `item` (compiling it first for a new batch shape)."""
+  def _call(self, leaves: list, item: _Prepared, step: int):
+    """Runs the compiled call on `item` (compiling it first for a new batch shape)."""
     keys = self.task.batch_keys
     shape = batch_shape(item.batch, keys)
     compiled = self.compiler.ready(shape)
     if compiled is None:  # Compiled now, or awaited from the background thread.
       started = time.perf_counter()
-      compiled = self.compiler.get(shape, state, item.batch)
+      compiled = self.compiler.get(shape, leaves, item.batch)
       if not self.checked:  # The run's first compilation.
         self.checked = True
         plans = [it.plan for it in self.groups]
         longest = max(bucket_length(int(p.lengths.max()), p.batching.bucket_lengths) for p in plans)
-        check_memory(self.spec, keys, state, item.batch, self.compiler, longest,
-                     members=len(self.rs), length_axis=self.runs.length_axis)  # fmt: skip
+        check_memory(self.spec, keys, leaves, item.batch, self.compiler, longest,
+                     members=len(self.rs), length_axis=self.call.length_axis)  # fmt: skip
         if self.spec.compile_ahead:
           horizon = min(self.total, step + self.spec.epoch_steps)
-          self.compiler.start_ahead(state, item.batch, keys, _first_uses(plans, step, horizon))
+          self.compiler.start_ahead(leaves, item.batch, keys, _first_uses(plans, step, horizon))
       seconds = time.perf_counter() - started
       self.timing.compiled(seconds)
       for r in self.rs:
         r.logger.compiled(seconds)
-    return compiled(state, item.batch)
+    return compiled(leaves, item.batch)
 
   def _read(self, pending: collections.deque, *, block: bool) -> None:
-    """Reads the queued steps' outputs into the logs: all of them (`block`, at the steps every
-    process syncs at), ending the runs the non-finite guard has halted; or, for a progress line,
-    only those the device has finished, ending nothing (a halted run stays halted, so the next
-    sync finds it; processes must end runs at the same step)."""
-    outs = []
-    while pending and (block or all(x.is_ready() for x in jax.tree.leaves(pending[0]))):
-      outs.append(pending.popleft())
+    """Reads the queued calls' outputs into the logs, step by step: all of them (`block`, at the
+    steps every process syncs at), ending the runs the non-finite guard has halted; or, for a
+    progress line, only those the device has finished, ending nothing (a halted run stays
+    halted, so the next sync finds it; processes must end runs at the same step)."""
+    outs, steps = [], []
+    while pending and (block or all(x.is_ready() for x in jax.tree.leaves(pending[0][0]))):
+      out, n = pending.popleft()
+      outs.append(out)
+      steps.append(n)
     max_bad = self.spec.train.max_bad_batches
-    for out in jax.device_get(outs):
+    read = [self.call.step_outputs(o, n) for o, n in zip(jax.device_get(outs), steps, strict=True)]
+    for out in (o for call in read for o in call):
       for i, r in enumerate(self.rs):
         if not self.live(i):
           continue

@@ -505,6 +505,14 @@ def loop_cpu() -> str:
   return "\n".join(out)
 
 
+def loop_overhead_cpu() -> str:
+  """The training loop's own cost per step on the CPU, at 1 and more steps per call
+  (docs/results/loop_overhead_cpu.json, `benchmarks.bench_loop_overhead`)."""
+  from benchmarks import loop_overhead_table
+
+  return loop_overhead_table.table(record("loop_overhead_cpu")).strip()
+
+
 def _fits(rec: dict) -> str:
   longest = [r["seg64_gib"] for r in rec["rows"] if (r["batch"], r["steps"]) == (128, 1024)]
   return "within" if max(longest) * 2**30 < rec["h100_gib"] * 1e9 else "not within"
@@ -536,6 +544,7 @@ def register(spans: dict) -> None:
   spans["perf:STAGE1_GPU_HOURS"] = stage1_gpu_hours
   spans["perf:POPULATION_CPU"] = population_cpu
   spans["perf:LOOP_CPU"] = loop_cpu
+  spans["perf:LOOP_OVERHEAD_CPU"] = loop_overhead_cpu
   spans["perf:TIME_TO_TARGET"] = time_to_target
   spans["perf:FLOPS_TABLE"] = flops_table
   spans["perf:FLOPS_T"] = lambda: str(mean_steps())

@@ -49,6 +49,7 @@ SCHEDULE = "--config.optim.schedule=nope"
   "command, args, message",
   [
     ("chessjax.main", (SCHEDULE,), "error: optim.schedule must be one of"),
+    ("chessjax.main", ("--config.train.steps_per_call=0",), "error: train.steps_per_call must be"),
     ("chessjax.population", (SCHEDULE, "--member=a"), "error: optim.schedule must be one of"),
     (
       "chessjax.population",

@@ -128,20 +128,24 @@ def test_one_process_killed_in_a_checkpoint_is_named_and_a_rerun_is_bit_exact(sm
   assert_params_equal(work, runs["two"])
 
 
-def test_sigterm_to_one_process_saves_both_at_one_step(small_dataset, runs):
+@pytest.mark.parametrize("steps_per_call", [1, 3])
+def test_sigterm_to_one_process_saves_both_at_one_step(small_dataset, runs, steps_per_call):
   """SIGTERM (a preemption notice) to process 1 only: JAX's preemption service tells process 0,
   both save one checkpoint at the step they agree on, write the summary as preempted and exit with
-  status 75 (that a rerun resumes there bit for bit is tested with one process, test_train.py)."""
+  status 75 (that a rerun resumes there bit for bit is tested with one process, test_train.py);
+  with 3 steps per call, at the end of a call (the sync point JAX picks is the loop's next call,
+  which a count of steps would skip)."""
   from chessjax.checkpointing import Checkpointer
   from chessjax.preemption import EXIT_STATUS
 
-  work, steps = runs["root"] / "preempted", 400
+  work, steps = runs["root"] / f"preempted_k{steps_per_call}", 400
   quiet = ("checkpoint_every", "log_every", "eval_every")
   args = wm_train(
     small_dataset,
     work,
     f"--config.train.steps={steps}",
     "--config.train.progress_seconds=0",
+    f"--config.train.steps_per_call={steps_per_call}",
     *(f"--config.train.{k}=1000" for k in quiet),
   )
   procs = start(args, runs["root"], tag="preempted")
@@ -156,7 +160,7 @@ def test_sigterm_to_one_process_saves_both_at_one_step(small_dataset, runs):
   assert procs.returncodes == [EXIT_STATUS, EXIT_STATUS], procs.report()
   summary = workdirs.read_summary(work)
   stop = summary["steps"]
-  assert summary["preempted"] and 3 <= stop < steps, summary
+  assert summary["preempted"] and 3 <= stop < steps and stop % steps_per_call == 0, summary
   for log in procs.logs():
     assert f"stopped at step {stop} with a checkpoint there" in log, procs.report()
   assert Checkpointer(work).steps() == [stop] and not workdirs.finished(work)

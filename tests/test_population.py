@@ -229,3 +229,29 @@ def test_population_specs_differ_only_in_member_keys(small_dataset):
   fields = {f.name for f in dataclasses.fields(TrainSpec)} - {"seed", "optim"}
   for spec in specs[1:]:
     assert all(getattr(spec, f) == getattr(specs[0], f) for f in fields if f != "model")
+
+
+def test_a_population_step_picks_its_scans_for_every_members_rows(small_dataset, monkeypatch):
+  """`auto` resolves a recurrence for the population's shape: traced, the step counts its K
+  members in each call's rows (`chessjax.ops.impl.members`), the validation step too."""
+  from chessjax.ops import impl
+  from chessjax.task import get_task
+
+  base = cwm_config(small_dataset)
+  specs = [TrainSpec.from_config(member_config(base, n, o)) for n, o in [("a", {}), ("b", {})]]
+  pop = population.Population(specs, get_task(base))
+  seen, resolve = [], impl.resolve
+
+  def spy(*args, **kwargs):
+    seen.append(impl._MEMBERS.k)
+    return resolve(*args, **kwargs)
+
+  monkeypatch.setattr(impl, "resolve", spy)
+  rows = pop.task.rows.batch([None] * 2, 16, max_len=None, epoch=0)
+  jax.eval_shape(pop.step_fn, pop.state, pop.device_batch([rows, rows]))
+  assert seen and set(seen) == {2}
+  seen.clear()
+  members = pop.state["members"]
+  batch = {k: rows[k] for k in pop.task.batch_keys}
+  jax.eval_shape(pop.eval_step, members["params"], members["model_state"], batch)
+  assert seen and set(seen) == {2}

@@ -72,6 +72,7 @@ def test_derived_values():
     (lambda c: c.train.update(compile_ahead="sometimes"), "compile_ahead must be auto"),
     (lambda c: c.train.update(profile="7"), "train.profile must be START:STOP"),
     (lambda c: c.train.update(log_every=0), "train.log_every must be >= 1"),
+    (lambda c: c.train.update(steps_per_call=0), "train.steps_per_call must be >= 1, got 0"),
     (lambda c: c.optim.update(schedule="exponential"), "optim.schedule must be one of"),
   ],
 )
