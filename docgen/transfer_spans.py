@@ -141,7 +141,7 @@ def _why_not_run(rec: dict, other: str, steps: str) -> str:
     return f"the record's protocol has no {tt.ARM_RUNS[other]}"
   if steps == "after" and not tt.has_after(rec):
     return "the record holds no scores from the first divergent ply on"
-  return f"no fine-tuned run is scored beside its {tt.ARM_RUNS[other][:-1]} yet"
+  return f"no fine-tuned run is scored beside its {tt.ARM_RUN[other]} yet"
 
 
 def _status_words(rec: dict, c: verdict.Cells, other: str, steps: str, brief=False) -> str:

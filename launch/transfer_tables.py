@@ -39,6 +39,12 @@ ARM_PROTOCOL = {
   "scratch_equal": "from scratch on the N atomic games for the source's steps plus the "
   "fine-tune's (equal compute)",
 }
+ARM_RUN = {  # One run of each arm, in words.
+  "ft": "fine-tuned run",
+  "control": "control run",
+  "scratch": "run from scratch",
+  "scratch_equal": "run from scratch at equal compute",
+}
 ARM_RUNS = {
   "ft": "fine-tuned runs",
   "control": "control runs",
