@@ -39,7 +39,10 @@ status WORK` reads it):
    game's first divergent ply on).
 5. report: WORK/transfer.json (the record: the protocol, per family and seed the source's scores
    and per N each arm's), WORK/transfer.md and WORK/transfer.png (`launch.transfer_tables`);
-   `--record PATH` writes the record there too (no machine paths).
+   `--record PATH` writes the record there too (no machine paths) and is read first: a run it
+   holds (this protocol's, scored in an earlier session whose workdirs are gone) is not run
+   again and enters the record from it, so an experiment of many sessions is recorded as it
+   goes and continues where the record ends.
 
 `--grid FAMILIES/SEEDS/NS` (repeatable) gives the cells instead of `--families` x `--seeds` x
 `--train-games`, e.g. `--grid transformer,gated_deltanet,slice,mamba3/0/256,1024,4096 --grid
@@ -109,7 +112,11 @@ def parse_args(argv=None):
   ap.add_argument("--eval-batches", type=int, default=10)
   ap.add_argument("--checkpoint-every", type=int, default=250)
   ap.add_argument("--report-only", action="store_true", help="write the record from what exists")
-  ap.add_argument("--record", default="", help="also write the record here (no machine paths)")
+  ap.add_argument(
+    "--record",
+    default="",
+    help="also write the record here (no machine paths); the runs it holds are not run again",
+  )
   scheduler.add_flags(ap, cores="1")
   args = ap.parse_args(argv)
   for flag in ("work", "record", "chess_train", "chess_pgn", "masters", "lichess_atomic"):
@@ -318,6 +325,9 @@ def plan(args, argv: list[str]) -> list[manifest.Task]:
   paths = data_paths(args, work)
   tasks = data_tasks(args, work, paths)
   tests = list(SPLITS)
+  done = recorded(args)  # Scored in an earlier session: not run again.
+  todo = [c for c in value_order(args) if c not in done]
+  needed = {(f, s) for f, s, _, arm in todo if arm in FROM_SOURCE}
   planned = set()
 
   def add_source(family: str, seed: int) -> None:
@@ -325,13 +335,16 @@ def plan(args, argv: list[str]) -> list[manifest.Task]:
       return
     planned.add((family, seed))
     wd = run_dir(work, family, seed, "source")
+    scored = (family, seed, "source") in done
     if (family, seed) in args.source_dirs:
-      tasks.append(eval_task(args, paths, wd, tests))
-    else:
+      if not scored:
+        tasks.append(eval_task(args, paths, wd, tests))
+    elif (family, seed) in needed or not scored:
       tasks.append(source_task(args, work, paths, family, seed))
-      tasks.append(eval_task(args, paths, wd, [*tests, wd.name]))
+      if not scored:
+        tasks.append(eval_task(args, paths, wd, [*tests, wd.name]))
 
-  for family, seed, n, arm in value_order(args):
+  for family, seed, n, arm in todo:
     if arm in FROM_SOURCE:
       add_source(family, seed)
     t = arm_task(args, work, paths, family, seed, n, arm)
@@ -416,8 +429,38 @@ def scores(workdir: Path) -> dict | None:
   return out
 
 
+RECORD_KEYS = ("source_steps", "batch_size", "max_len", "test_games", "test_seed", "train_seed")
+RECORD_KEYS += ("steps", "checkpoint_every", "lichess_atomic")  # What makes two runs the same.
+
+
+def recorded(args) -> dict:
+  """The scores `--record` holds from earlier sessions, when it is a record of this protocol (the
+  arms form, the same `RECORD_KEYS`): {(family, seed, N, arm): scores, (family, seed, "source"):
+  scores}; {} otherwise. A cell found there is not run again and enters the record from it, so an
+  experiment of many sessions continues where the last one's record ends (its workdirs gone)."""
+  path = Path(args.record) if args.record else None
+  if path is None or not path.exists():
+    return {}
+  record = json.loads(path.read_text())
+  ours = protocol(args)
+  theirs = record.get("args", {})
+  if "grids" not in theirs or any(theirs.get(k) != ours[k] for k in RECORD_KEYS):
+    print(f"--record {path}: another protocol or an older form, not read", flush=True)
+    return {}
+  out = {}
+  for family, row in record["families"].items():
+    for seed, cell in row["seeds"].items():
+      if "atomic" in (cell.get("source") or {}):
+        out[(family, int(seed), "source")] = cell["source"]
+      for n, arms in cell["runs"].items():
+        out.update({(family, int(seed), int(n), a): s for a, s in arms.items() if s})
+  return out
+
+
 def collect(args, work: Path) -> dict:
-  """{family: {"seeds": {seed: {"source": scores, "runs": {N: {arm: scores or None}}}}}}."""
+  """{family: {"seeds": {seed: {"source": scores, "runs": {N: {arm: scores or None}}}}}}: each
+  run's scores from its workdir, else from `--record` (`recorded`)."""
+  done = recorded(args)
   out: dict = {}
   for family, seed, n in cells(args):
     seeds = out.setdefault(family, {"seeds": {}})["seeds"]
@@ -425,9 +468,13 @@ def collect(args, work: Path) -> dict:
       named = args.source_dirs.get((family, seed))
       source = run_dir(work, family, seed, "source")
       where = Path(named).name if named else str(source.relative_to(work))
-      seeds[str(seed)] = {"source": {"workdir": where, **(scores(source) or {})}, "runs": {}}
+      got = scores(source) or done.get((family, seed, "source")) or {}
+      seeds[str(seed)] = {"source": {"workdir": where, **got}, "runs": {}}
     runs = seeds[str(seed)]["runs"]
-    runs[str(n)] = {a: scores(run_dir(work, family, seed, a, n)) for a in args.arm_list}
+    runs[str(n)] = {
+      a: scores(run_dir(work, family, seed, a, n)) or done.get((family, seed, n, a))
+      for a in args.arm_list
+    }
   return out
 
 

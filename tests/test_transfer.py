@@ -82,6 +82,22 @@ def test_transfer_end_to_end_and_a_rerun_runs_nothing(transfer_local, small_data
   assert (work / "transfer.json").read_text() == text
 
 
+def test_a_record_of_earlier_sessions_is_not_run_again(transfer_local, small_dataset, tmp_path):
+  """`--record` of this protocol, its workdirs gone (another session): the plan trains and scores
+  nothing it holds, and the report takes those runs from it; another protocol's is not read."""
+  record = tmp_path / "record.json"
+  record.write_text((transfer_local / "transfer.json").read_text())
+  work = tmp_path / "later"
+  args = transfer.parse_args(transfer_flags(work, small_dataset) + ["--record", str(record)])
+  tasks = transfer.plan(args, [])
+  assert {t.stage for t in tasks} == {"data", "report"}
+  assert transfer.collect(args, work) == json.loads(record.read_text())["families"]
+  more = transfer_flags(work, small_dataset) + ["--record", str(record), "--steps", "3"]
+  other = transfer.parse_args(more)  # Another fine-tune length: another protocol.
+  assert transfer.recorded(other) == {}
+  assert {t.stage for t in transfer.plan(other, [])} >= {"source", "train", "evaluate"}
+
+
 def _atomic_pgn(path, games: int) -> None:
   """`games` random atomic games (python-chess's AtomicBoard) and one standard game, as a lichess
   export writes them (the `Variant` header names the rules)."""
