@@ -12,8 +12,9 @@ A `Task` (line i of a manifest `*.jsonl` is task i of the stage) holds
   after     (optional) the names of the tasks it needs; by default, every task of the stages
             before its own (`launch.local` reads it; on SLURM a stage waits for the whole stage
             before it, which covers both);
-  log       (optional) the file a local runner appends its output to, with its wall and CPU time
-            in `bench.json` beside it (`launch.local`).
+  log       (optional) the file its output is appended to under any scheduler (`launch.local`
+            also writes its wall and CPU time to `bench.json` beside it; `exec_task`, which
+            SLURM's array tasks run, says there in the scheduler's own log where it went).
 A task has ended when every run of it is finished in `chessjax.rundir.finished`'s sense (trained
 to its steps, stopped early, or aborted by the non-finite guard: a rerun would train no further)
 and every output exists; a task with neither runs nor outputs (a report) has never ended, so it
@@ -215,7 +216,17 @@ def ended(t: Task) -> bool:
 
 
 def exec_task(t: Task) -> None:
-  """Replaces this process with the task's command (so signals reach it directly)."""
+  """Replaces this process with the task's command (so signals reach it directly), its output
+  appended to the task's `log` when it names one (as `launch.local` does: a run's train.log holds
+  its output whichever scheduler ran it), after a line saying so on this process's output."""
   os.chdir(t.cwd)
   env = dict(os.environ, **dict(t.env))
+  if t.log:
+    log = Path(t.log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    print(f"{t.stage} task {t.index} ({t.name}): output appended to {log}", flush=True)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
   os.execvpe(t.argv[0], list(t.argv), env)

@@ -7,7 +7,8 @@ with runs under ROOT/runs):
   protocol.json                 the protocol's steps (`launch.protocol.Protocol`);
   options.json                  the jobs' resources and limits (`Options`);
   manifests/NAME-NNN.jsonl      one per array (`launch.manifest`: index -> one command);
-  logs/NAME-NNN_I.log           the log of task I (appended to across requeues and retries);
+  logs/NAME-NNN_I.log           the log of task I (appended to across requeues and retries; a
+                                task that names its own `log` writes its output there instead);
   logs/step-STEP.log            the log of each step job;
   tasks/NAME-NNN_I              start and exit lines of task I, written by `slurm_array.sh`;
   jobs.jsonl                    every job submitted: kind, name, id, manifest, dependencies;
@@ -578,7 +579,8 @@ def task_units(root: Root, stem: str | None, t: Task, job, now: str, key: str) -
   task = f"{job}_{t.index}" if job else None
   log = str(root.log(stem, t.index)) if stem else ""
   if t.runs:
-    progress = _progress(root.log(stem, t.index)) if stem and now == "running" else {}
+    out = Path(t.log) if t.log else root.log(stem, t.index)  # Where its progress lines go.
+    progress = _progress(out) if stem and now == "running" else {}
     return {r.workdir: _run_unit(r, now, progress, task, log) for r in t.runs}
   ended = task_ended(root, stem, t) if stem else t.ended()
   state = "finished" if ended and now != "running" else now

@@ -334,6 +334,18 @@ def test_exec_and_ended_run_without_jax_and_a_bad_manifest_is_one_line(tmp_path)
     capture_output=True, text=True, timeout=60,
   )  # fmt: skip
   assert (r.returncode, r.stdout) == (0, "hello\n"), r.stderr
+  log = tmp_path / "logs" / "train.log"  # A task naming its log writes there, as it does locally.
+  code = "import sys; print('out'); print('err', file=sys.stderr)"
+  logged = manifest.write(
+    tmp_path / "l.jsonl", [manifest.task("s", "c", [sys.executable, "-c", code], REPO, log=log)]
+  )
+  for attempt in (1, 2):  # A requeued task appends.
+    r = subprocess.run(
+      [sys.executable, "-m", "launch.cluster", "exec", str(logged), "0"], cwd=REPO,
+      capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (r.returncode, r.stdout) == (0, f"s task 0 (c): output appended to {log}\n"), r.stderr
+    assert sorted(log.read_text().splitlines()) == ["err"] * attempt + ["out"] * attempt
   bad = tmp_path / "bad.jsonl"
   bad.write_text("{not json\n")
   for argv in (["exec", bad, 0], ["ended", bad, 0], ["exec", path, 5]):
