@@ -1,8 +1,8 @@
 """World models across rules (docs/results/transfer_atomic.json, `launch.transfer`): the
 world-model page's tables and reading, the README line and chessjax's own findings in
 docs/claims.md, each status by `docgen.verdict`'s rule. Every number comes from the record
-(`launch.transfer_tables` reads it; the first record's form, one seed and two arms, through
-`transfer_tables.upgrade`), and a run or score the record does not hold yet is named as missing.
+(`launch.transfer_tables` reads it), and a run or score the record does not hold yet is named as
+missing.
 
 The findings compare arms run on the same N games, family and seed (a cell: family, N and
 metric, one outcome per seed, a tie within the printed precision):
@@ -29,7 +29,7 @@ START = ("ft", "scratch_equal", "all")
 
 
 def _rec() -> dict:
-  return tt.upgrade(record(RECORD))
+  return record(RECORD)
 
 
 def _pct(x: float) -> str:

@@ -14,9 +14,6 @@ checkpoint_step, pieces; the atomic set's strata and `after_divergence` (the sam
 the steps from each game's first divergent ply on); params, steps, train_cpu_s, eval_cpu_s. A
 None arm or a missing key is a run or a score not in the record yet: it shows as "-" and the
 reading names it, nothing is filled in.
-
-The first record (issue 49: one seed, the fine-tuned and from-scratch arms, families -> {source,
-runs}) is read through `upgrade` into this form, its arms `ft` and `scratch` only.
 """
 
 import os
@@ -56,24 +53,6 @@ STEPS = {"all": "all", "after": "after divergence"}
 
 # ------------------------------------------------------------------------------------------------
 # The record
-
-
-def upgrade(record: dict) -> dict:
-  """`record` in the arms form; the first record's form (families -> {source, runs -> N -> {ft,
-  scratch}}, one seed: `args.seed`) moved into it with its arms `ft` and `scratch` only."""
-  if all("seeds" in row for row in record["families"].values()):
-    return record
-  args = dict(record["args"])
-  seed = int(args.get("seed", 0))
-  families = [f for f in str(args["families"]).split(",") if f]
-  ns = [int(n) for n in str(args["train_games"]).split(",") if n]
-  args["arms"] = ["ft", "scratch"]
-  args["grids"] = [{"families": families, "seeds": [seed], "train_games": ns}]
-  fams = {}
-  for family, row in record["families"].items():
-    runs = {n: {arm: r.get(arm) for arm in ARMS} for n, r in row["runs"].items()}
-    fams[family] = {"seeds": {str(seed): {"source": row["source"], "runs": runs}}}
-  return {"args": args, "test_sets": record.get("test_sets", {}), "families": fams}
 
 
 def arms(record: dict) -> list[str]:
@@ -213,7 +192,6 @@ def _cell(record, family, n, arm, seeds, split, metric, steps, fmt) -> str:
 
 def setup(record: dict) -> str:
   """The protocol in one paragraph: sizes, seeds, sources, arms, data, test sets."""
-  record = upgrade(record)
   p = record["args"]
   games = "a lichess export" if p["lichess_atomic"] else f"random-uniform, seed {p['train_seed']}"
   given = p.get("sources", {})
@@ -261,7 +239,6 @@ def atomic_table(record: dict, metric: str = "exact_state") -> str:
   """`metric` (ExactState % or loss) on the atomic test games per family and N: the source and
   every arm side by side, over all steps and, when the record has them, over the steps from the
   first divergent ply on; each cell the mean over the row's seeds and their range."""
-  record = upgrade(record)
   fmt = _pct if metric != "loss" else _num
   after = has_after(record)
   lines = _head(record, after)
@@ -283,7 +260,6 @@ def atomic_table(record: dict, metric: str = "exact_state") -> str:
 
 def chess_table(record: dict) -> str:
   """ExactState % / loss on the chess test games: the source, then every arm after its N."""
-  record = upgrade(record)
   lines = _head(record, False)
   for family in families(record):
     for n in ns(record, family):
@@ -318,7 +294,6 @@ def strata_table(record: dict, seeds: list[int] | None = None) -> str:
   """Per atomic stratum and scored run (of `seeds`, default all): its exact steps against the
   number the other steps at the same plies predict; the squares' accuracy on its steps against
   the run's over every step; its steps."""
-  record = upgrade(record)
   lines = [
     "| family | seed | run | " + " | ".join(strata.ATOMIC_STRATA) + " |",
     "|---|---:|---|" + "---:|" * len(strata.ATOMIC_STRATA),
@@ -367,7 +342,6 @@ def twins_table(record: dict) -> str:
 
 def missing_lines(record: dict) -> list[str]:
   """What the protocol plans and the record does not hold yet."""
-  record = upgrade(record)
   gone = missing(record)
   if not gone:
     return ["Every planned run is in the record."]
@@ -379,7 +353,6 @@ def missing_lines(record: dict) -> list[str]:
 
 def tables_markdown(record: dict) -> str:
   """WORK/transfer.md: the protocol, every table and the runs not in the record yet."""
-  record = upgrade(record)
   return "\n".join(
     [
       "# World models across rules: atomic games after chess",
@@ -428,7 +401,6 @@ def figure(record: dict, out: Path) -> None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  record = upgrade(record)
   panels = [("exact_state", "all"), ("loss", "all")]
   if has_after(record):
     panels[1:1] = [("exact_state", "after")]

@@ -240,24 +240,11 @@ def test_tables_and_figure_of_a_record_with_seeds(tmp_path):
   assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_the_first_record_form_upgrades():
-  old = record(transfer_spans.RECORD)
-  assert "seeds" not in old["families"]["transformer"]  # Until launch.transfer writes arms.
-  rec = transfer_tables.upgrade(old)
-  assert transfer_tables.arms(rec) == ["ft", "scratch"]
-  assert transfer_tables.run(rec, "transformer", 0, 256, "control") is None
-  assert (
-    transfer_tables.run(rec, "transformer", 0, 256, "ft")
-    == old["families"]["transformer"]["runs"]["256"]["ft"]
-  )
-  assert transfer_tables.upgrade(rec) is rec
-
-
 def test_the_committed_record_renders():
-  rec = transfer_tables.upgrade(record(transfer_spans.RECORD))
+  rec = record(transfer_spans.RECORD)
   c = transfer_spans.cells(rec)
   assert {k[0] for k in c} == set(rec["args"]["families"].split(","))
-  assert {k[1] for k in c} == {int(n) for n in rec["args"]["train_games"].split(",")}
+  assert {k[1] for k in c} == {n for g in rec["args"]["grids"] for n in g["train_games"]}
   for row in (transfer_spans.rules_row(), transfer_spans.start_row()):
     assert row[2].split(":")[0] in verdict.STATUSES
   said = "\n".join(transfer_spans.reading())
