@@ -19,8 +19,10 @@ from pathlib import Path
 from conftest import REPO
 
 # A lost process is named by the others within PEER_SECONDS (`chessjax.processes`' watcher),
-# long before JAX's own heartbeat timeout (HEARTBEAT_SECONDS) would end them.
-PEER_SECONDS = 5
+# long before JAX's own heartbeat timeout (HEARTBEAT_SECONDS) would end them. Not shorter: a
+# live process whose heartbeat thread waits for the GIL through a compilation on a loaded core
+# was named lost at 5 s (two workers and a third process on 2 cores, 2026-11-29).
+PEER_SECONDS = 10
 HEARTBEAT_SECONDS = 30
 DEFAULT_DEADLINE = 240  # Seconds a whole multi-process command may take before it counts as hung.
 

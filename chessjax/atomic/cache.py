@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,23 @@ def default_cache_path() -> Path:
   """$CHESSJAX_ENGINE_CACHE, else ~/.cache/chessjax/engine_cache.sqlite."""
   env = os.environ.get("CHESSJAX_ENGINE_CACHE")
   return Path(env) if env else Path.home() / ".cache" / "chessjax" / "engine_cache.sqlite"
+
+
+def _write_ahead_log(db: sqlite3.Connection, timeout: float) -> None:
+  """Puts the file in WAL mode (kept in the file: later connections find it set). Switching takes
+  the file's exclusive lock, and sqlite answers "database is locked" at once, without its busy
+  handler, when another connection opens the new file at the same moment (three processes
+  starting on one new cache): retried until `timeout` seconds have passed."""
+  deadline = time.monotonic() + timeout
+  while True:
+    try:
+      if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        db.execute("PRAGMA journal_mode = WAL")
+      return
+    except sqlite3.OperationalError as e:
+      if "locked" not in str(e) or time.monotonic() > deadline:
+        raise
+      time.sleep(0.02)
 
 
 class AnalysisCache:
@@ -36,7 +54,7 @@ class AnalysisCache:
       self.path, timeout=60.0, isolation_level=None, check_same_thread=False
     )
     self._db.execute("PRAGMA busy_timeout = 60000")
-    self._db.execute("PRAGMA journal_mode = WAL")
+    _write_ahead_log(self._db, 60.0)
     self._db.execute(
       "CREATE TABLE IF NOT EXISTS analyses (engine TEXT, version TEXT, variant TEXT, fen TEXT,"
       " depth INTEGER, multipv INTEGER, root_moves TEXT, value TEXT NOT NULL,"
