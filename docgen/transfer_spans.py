@@ -599,6 +599,31 @@ def readme_line() -> str:
   )
 
 
+def command(rec: dict) -> str:
+  """The command that made the record and continues it: the runs the record holds are not run
+  again (`launch.transfer --record`), so every part of the experiment is this same line."""
+  a = rec["args"]
+  grids = [
+    f"--grid {','.join(g['families'])}/{','.join(map(str, g['seeds']))}/"
+    + ",".join(map(str, g["train_games"]))
+    for g in a["grids"]
+  ]
+  flags = [f"--arms {','.join(a['arms'])}"] if a["arms"] != list(tt.ARMS) else []
+  flags += [f"--steps {a['steps']}", f"--source-steps {a['source_steps']}"]
+  flags += [f"--max-len {a['max_len']}", f"--batch-size {a['batch_size']}"]
+  flags += [f"--test-games {a['test_games']}", f"--test-seed {a['test_seed']}"]
+  flags += [f"--train-seed {a['train_seed']}", f"--checkpoint-every {a['checkpoint_every']}"]
+  if a.get("lichess_atomic"):
+    flags.append(f"--lichess-atomic {a['lichess_atomic']}")
+  flags += [f"--sources {k}=RUN" for k in a.get("sources", {})]
+  line = " ".join(["python -m launch.transfer --work runs/transfer", *grids, *flags])
+  return (
+    "The record's command (each part of the experiment runs it again and continues where the "
+    "record ends: the runs it holds are not run again; add `--cores` or `--scheduler slurm`):\n\n"
+    f"```\n{line} --record docs/results/transfer_atomic.json\n```"
+  )
+
+
 def register(spans: dict) -> None:
   spans["readme:TRANSFER"] = readme_line
   spans["tr:SETUP"] = lambda: tt.setup(_rec())
@@ -608,6 +633,7 @@ def register(spans: dict) -> None:
   spans["tr:STRATA_TABLE"] = lambda: tt.strata_table(_rec(), seeds=[min(_seeds(_rec()))])
   spans["tr:TWINS"] = lambda: tt.twins_table(_rec())
   spans["tr:RUNS"] = lambda: "\n".join(tt.missing_lines(_rec()))
+  spans["tr:COMMAND"] = lambda: command(_rec())
   spans["tr:READING"] = lambda: "\n".join(reading())
   spans["claims:OWN"] = own_findings
 

@@ -7,6 +7,7 @@ as missing, no sentence says the models track the atomic rules unless the contro
 holds, and the committed record (the first form) renders."""
 
 import copy
+import shlex
 import re
 
 import pytest
@@ -260,3 +261,22 @@ def test_better_compares_the_right_way(metric):
   ft, sc = _scores(0.05, 0.5)["atomic"], _scores(0.03, 0.6)["atomic"]
   assert transfer_spans.better(metric, ft, sc) == 1
   assert transfer_spans.better(metric, sc, ft) == -1
+
+
+def test_the_rendered_command_continues_the_committed_record():
+  """The command world_model.md gives is this record's protocol: `launch.transfer` reads the
+  record back (`recorded`) instead of running its runs again."""
+  from launch import transfer
+
+  rec = record(transfer_spans.RECORD)
+  text = transfer_spans.command(rec)
+  line = re.search(r"```\n(python -m launch.transfer .*)\n```", text).group(1)
+  argv = shlex.split(line)[3:]
+  args = transfer.parse_args(argv)
+  assert args.record == "docs/results/transfer_atomic.json"
+  args.record = str(transfer.REPO / args.record)  # As run from the repository's root.
+  ours = transfer.protocol(args)
+  for key in (*transfer.RECORD_KEYS, "grids", "arms"):
+    assert ours[key] == rec["args"][key], key
+  done = transfer.recorded(args)
+  assert done and all(v for v in done.values())
