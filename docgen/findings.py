@@ -68,11 +68,6 @@ def _mean(rec: dict, family: str, split: str, metric: str) -> float:
   return statistics.fmean(r[split][metric] for r in rec["runs"] if r["family"] == family)
 
 
-def _better(metric: str, a: float, b: float) -> bool:
-  """Whether a is better than b."""
-  return a < b if metric == "loss" else a > b
-
-
 def _join(items: list[str]) -> str:
   return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
