@@ -51,6 +51,7 @@ import ml_collections
 from benchmarks.loop_overhead_table import table
 from chessjax import batches, logs, machine, populations, runtime, train
 from chessjax.dispatch import StepCall
+from chessjax.files import write_text
 from chessjax.members import member_config, parse_member
 from chessjax.runs import OneRun
 from chessjax.spec import TrainSpec
@@ -300,7 +301,7 @@ def main(argv=None) -> dict:
   print("\n" + table(doc))
   if opts.out:
     Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(opts.out).write_text(json.dumps(doc, indent=1) + "\n")
+    write_text(opts.out, json.dumps(doc, indent=1) + "\n")  # Atomically: a record is never half.
   return doc
 
 

@@ -54,6 +54,7 @@ from benchmarks.harness import (
 )
 from benchmarks.population_table import table
 from chessjax import machine, memory
+from chessjax.files import write_text
 
 MIB = 2**20
 
@@ -189,7 +190,7 @@ def main(argv=None) -> dict:
   print("\n" + table(doc))
   if opts.out:
     Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(opts.out).write_text(json.dumps(doc, indent=1) + "\n")
+    write_text(opts.out, json.dumps(doc, indent=1) + "\n")  # Atomically: a record is never half.
   return doc
 
 
