@@ -11,7 +11,7 @@ import numpy as np
 
 from chessjax.data.rows import GameRows
 from chessjax.encoding import PAD_ID
-from chessjax.world_model import metrics, plots
+from chessjax.world_model import metrics
 
 
 class WorldModelTask:
@@ -54,6 +54,9 @@ class WorldModelTask:
       for key in ("loss", "labelwise", "exact_state", "trajectory", "nonfinite_logits")
     }
     scalars.update({f"validation_groups/{name}": acc for name, acc in result["groups"].items()})
+    # Imported here: matplotlib (about 0.25 s) only in a process that validates.
+    from chessjax.world_model import plots
+
     images = {"validation/prefix_bins": plots.prefix_bins_image(result, "validation")}
     return line, scalars, images
 

@@ -109,7 +109,10 @@ SlurmdTimeout=600
 SlurmctldTimeout=120
 InactiveLimit=0
 SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=5
+# A job starts as soon as another ends (batch_sched_delay=0; default 3 s): the toy transfer plan
+# (tests/cluster) idled 0.7 s on average between one job's end and the next one's start, against
+# about 1.2 s with the default (14 stage changes; 2026-11-29).
+SchedulerParameters=sched_interval=5,batch_sched_delay=0,sched_min_interval=0
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 # Every CPU of the machine, not this process's affinity (a pinned pytest worker sees one).
