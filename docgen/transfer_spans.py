@@ -173,14 +173,15 @@ def _scale(rec: dict) -> str:
 
 
 def rules_row() -> list[str]:
-  """The finding that isolates the rules: fine-tuned against the control, where they differ."""
+  """The rules' finding: fine-tuned against the control, from the first divergent ply on."""
   rec = _rec()
   c = cells(rec, *RULES)
   return [
-    "On the steps where atomic and standard rules differ (from each atomic test game's first "
-    "divergent ply on), a chess world model fine-tuned on N atomic games has a higher ExactState "
-    "and a lower loss than the same chess source fine-tuned on N random-uniform chess games for "
-    "the same steps (the control: the move to random-uniform play without the rule change).",
+    "From each atomic test game's first divergent ply on (every step after atomic and standard "
+    "rules first part, not only the steps a rule decides), a chess world model fine-tuned on N "
+    "atomic games has a higher ExactState and a lower loss than the same chess source fine-tuned "
+    "on N random-uniform chess games for the same steps (the control: the move to "
+    "random-uniform play without the rule change).",
     f"chessjax's own runs: ExactState and loss from the first divergent ply on, "
     f"{rec['args']['test_games']:,} random-uniform atomic test games (docs/world_model.md, "
     "*World models across rules*)",
@@ -239,8 +240,8 @@ def sources_bullet(rec: dict) -> str | None:
   a, c = first["atomic"].get("steps"), first["chess"].get("steps")
   shorter = (
     f" The atomic games are shorter ({a:,} scored steps against {c:,} in as many chess games, "
-    f"both cut at {rec['args']['max_len']} steps; an exploded king ends an atomic game), and "
-    "ExactState falls with the ply, so the two numbers are not like for like."
+    f"both cut at {rec['args']['max_len']} steps; an exploded king ends an atomic game): "
+    "the two numbers are not like for like."
     if a and c
     else ""
   )
@@ -346,7 +347,30 @@ def start_bullet(rec: dict) -> str:
     "- **Fine-tuned against from scratch at equal compute** (the source's steps plus the "
     f"fine-tune's, on the same N atomic games): the fine-tuned run has {_count_words(ps)}; "
     f"ExactState, fine-tuned minus from scratch, in points: {_deltas(ps)}. By the claims' rule: "
-    f"{verdict.status(cells(rec, *START))}."
+    f"{verdict.status(cells(rec, *START))}.{_overfit_words(rec)}"
+  )
+
+
+def _overfit_words(rec: dict) -> str:
+  """Where the equal-compute run from scratch ends with a higher atomic test loss than the
+  same family and seed from scratch for the fine-tune's steps alone, per N: there the longer run
+  is past its best test loss, a weak baseline for the loss."""
+  per_n = {}
+  for family in tt.families(rec):
+    for seed in tt.seed_rows(rec, family):
+      for n in tt.ns(rec, family):
+        short = tt.run(rec, family, seed, n, "scratch")
+        long = tt.run(rec, family, seed, n, START[1])
+        if short and long:
+          worse = verdict.compare(short["atomic"]["loss"], long["atomic"]["loss"], "loss") == 1
+          per_n.setdefault(n, []).append(worse)
+  said = [f"{sum(w)} of {len(w)} runs at N = {n:,}" for n, w in sorted(per_n.items()) if any(w)]
+  if not said:
+    return ""
+  return (
+    " From scratch at equal compute ends with a higher atomic test loss than from scratch for the "
+    f"fine-tune's steps alone in {_join(said)}: there the longer run is past its best test loss "
+    "(it fits its N games), a weak baseline for the loss."
   )
 
 
@@ -403,7 +427,7 @@ def small_n_bullet(rec: dict) -> str | None:
       what = "fine-tuning" if arm == "ft" else "the control's fine-tuning on chess games"
       words.append(
         f"{what} raises the atomic loss above the source's in {sum(rises)} of {len(rises)} runs "
-        f"({_join(said)})"
+        f"(source -> after, every run: {_join(said)})"
       )
   if not words:
     return None

@@ -280,3 +280,18 @@ def test_the_rendered_command_continues_the_committed_record():
     assert ours[key] == rec["args"][key], key
   done = transfer.recorded(args)
   assert done and all(v for v in done.values())
+
+
+def test_an_equal_compute_baseline_past_its_best_test_loss_is_named(monkeypatch):
+  runs = _full(scratch=(0.01, 0.7, (0.01, 0.9)), scratch_equal=(0.02, 0.6, (0.01, 0.8)))
+  for f, s, _, _ in list(runs):
+    runs[f, s, 16, "scratch_equal"] = (0.02, 0.9, (0.01, 1.1))  # Above 500 steps' 0.7 at N = 16.
+  _use(monkeypatch, _record(runs))
+  said = "\n".join(transfer_spans.reading())
+  assert (
+    "higher atomic test loss than from scratch for the fine-tune's steps alone in 4 of 4 runs at "
+    "N = 16: there the longer run is past its best test loss" in said
+  )
+  assert "runs at N = 64" not in said
+  _use(monkeypatch, _record(_full(scratch=(0.01, 0.7, (0.01, 0.9)))))  # 0.6 < 0.7: not named.
+  assert "past its best test loss" not in "\n".join(transfer_spans.reading())
