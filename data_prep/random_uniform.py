@@ -43,9 +43,9 @@ import signal
 import statistics
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from functools import partial
+from concurrent.futures import Future, ProcessPoolExecutor
 
 import chess
 import numpy as np
@@ -146,9 +146,13 @@ def reference_games(cfg: GameConfig) -> Iterator[GameResult]:
 
 
 def _worker_init() -> None:
-  # The parent handles Ctrl-C and terminates the pool; workers die quietly on SIGTERM.
+  # The parent handles Ctrl-C; a worker finishes the chunk it holds, and dies quietly on SIGTERM.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _default_chunk(cfg: GameConfig, start: int, stop: int) -> list[GameResult]:
+  return [_default_game(cfg, index) for index in range(start, stop)]
 
 
 def default_games(cfg: GameConfig, games: int, workers: int) -> Iterator[GameResult]:
@@ -161,23 +165,28 @@ def default_games(cfg: GameConfig, games: int, workers: int) -> Iterator[GameRes
       kept += r.record is not None
       yield r
     return
+  # Chunks of consecutive games, a few per worker in flight, taken in index order. A game takes
+  # about 15 ms (atomic: 25 ms), so small chunks cost little in messaging and waste little at the
+  # end. Closing the generator (the last game kept, or an exception in the caller) cancels the
+  # chunks not started and waits for the few that run: no worker is killed while it writes to
+  # the pool's queues (multiprocessing.Pool.terminate could leave their lock held and hang).
   # spawn, not fork: the parent may hold threads (tqdm's monitor, JAX in tests).
-  with multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_init) as pool:
-    job = partial(_default_game, cfg)
-    while kept < games:
-      need = games - kept
-      # Short games are rare (chess: well under 1%, atomic: about 6%), so a small surplus usually
-      # finishes in one round; exiting the pool drops whatever surplus is still queued. A game
-      # takes about 15 ms (atomic: 25 ms), so small chunks cost little in messaging and waste
-      # little at the end.
-      batch = need + need // (50 if cfg.variant == "chess" else 8) + 2 * workers
-      chunk = max(1, min(4, batch // (16 * workers)))
-      for r in pool.imap(job, range(index, index + batch), chunksize=chunk):
-        index += 1
+  chunk = max(1, min(4, games // (16 * workers)))
+  ctx = multiprocessing.get_context("spawn")
+  pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
+  in_flight: deque[Future] = deque()
+  try:
+    while True:
+      while len(in_flight) < 4 * workers:
+        in_flight.append(pool.submit(_default_chunk, cfg, index, index + chunk))
+        index += chunk
+      for r in in_flight.popleft().result():
         kept += r.record is not None
         yield r
         if kept == games:
-          break
+          return
+  finally:
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def generate(
@@ -252,7 +261,7 @@ def generate(
     writer.abort()
     raise
   finally:
-    results.close()  # Stops the worker pool (and its queued surplus) before anything else.
+    results.close()  # Stops the worker pool (its chunks not started dropped) before anything else.
     bar.close()
   elapsed = time.perf_counter() - start
   return writer.finish(
