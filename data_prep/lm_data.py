@@ -23,7 +23,6 @@ and the vocab as `DIR/vocab.txt`.
 
 import argparse
 import hashlib
-import multiprocessing
 import sys
 import time
 from collections import Counter
@@ -37,7 +36,7 @@ from chessjax import encoding, pgn_reader
 from chessjax.data import records, shards
 from chessjax.files import write_text
 from chessjax.lm import tokens
-from data_prep import pgn_files, process_pgn
+from data_prep import ordered_pool, pgn_files, process_pgn
 
 SPLITS = ("train", "probing_pool", "dev", "test")
 PAPER_SIZES = (500_000, 50_000, 15_000, 15_000)
@@ -214,10 +213,8 @@ def capped(jobs, max_games: int | None, texts_of, with_texts):
 def _read(jobs, work, workers: int, skipped: Counter, errors: list, dedup: bool):
   """Runs the workers over the jobs in input order; returns the kept (record, plies) in order."""
   kept, seen, read = [], set(), 0
-  # spawn, not fork: forking a process that has imported JAX can deadlock.
-  pool = multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else None
+  results = ordered_pool.ordered_map(work, jobs, workers)
   try:
-    results = pool.imap(work, jobs) if pool else map(work, jobs)
     for res in results:
       out, counts, n = res[:3]
       if len(res) > 3:
@@ -232,8 +229,7 @@ def _read(jobs, work, workers: int, skipped: Counter, errors: list, dedup: bool)
           seen.add(key)
         kept.append((rec, plies))
   finally:
-    if pool:
-      pool.terminate()
+    results.close()  # The workers' pool: its jobs not started dropped.
   return kept, read
 
 

@@ -17,7 +17,6 @@ of workers: batches of games are encoded in parallel and written in input order.
 
 import argparse
 import hashlib
-import multiprocessing
 import sys
 import time
 from collections import Counter
@@ -29,7 +28,7 @@ from tqdm import tqdm
 
 from chessjax import encoding, labels, pgn_reader
 from chessjax.data import records, shards
-from data_prep import pgn_files
+from data_prep import ordered_pool, pgn_files
 
 BUCKETS = 10_000
 
@@ -113,12 +112,10 @@ def run(args: argparse.Namespace) -> dict:
   )
   total_bytes = sum(Path(p).stat().st_size for p in args.pgn)
   skipped, kept, parsed, limit_hit = Counter(), 0, 0, False
-  # spawn, not fork: forking a process that has imported JAX (the demo, tests) can deadlock.
-  pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 1 else None
   progress = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="pgn", disable=None)
+  jobs = pgn_files.game_batches(args.pgn, infos, progress)
+  results = ordered_pool.ordered_map(work, jobs, args.workers)
   try:
-    jobs = pgn_files.game_batches(args.pgn, infos, progress)
-    results = pool.imap(work, jobs) if pool else map(work, jobs)
     for out, counts, n_texts in results:
       parsed += n_texts
       skipped.update(counts)
@@ -137,9 +134,8 @@ def run(args: argparse.Namespace) -> dict:
     writer.abort()
     raise
   finally:
+    results.close()  # The workers' pool: its jobs not started dropped.
     progress.close()
-    if pool:
-      pool.terminate()
   elapsed = time.perf_counter() - start
   fallback = skipped.pop("python_chess_fallback", 0)
   manifest = writer.finish(

@@ -36,6 +36,7 @@ throughput.
 
 import argparse
 import dataclasses
+import itertools
 import multiprocessing
 import random
 import re
@@ -43,9 +44,9 @@ import signal
 import statistics
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from functools import partial
 
 import chess
 import numpy as np
@@ -53,6 +54,7 @@ from tqdm import tqdm
 
 from chessjax import encoding, labels
 from chessjax.data import records, shards
+from data_prep import ordered_pool
 from data_prep.termination import GameEnd
 
 GENERATOR = "data_prep.random_uniform"
@@ -145,48 +147,24 @@ def reference_games(cfg: GameConfig) -> Iterator[GameResult]:
     index += 1
 
 
-def _worker_init() -> None:
-  # The parent handles Ctrl-C; a worker finishes the chunk it holds, and dies quietly on SIGTERM.
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
-  signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _default_chunk(cfg: GameConfig, start: int, stop: int) -> list[GameResult]:
-  return [_default_game(cfg, index) for index in range(start, stop)]
+def _default_chunk(cfg: GameConfig, bounds: tuple[int, int]) -> list[GameResult]:
+  return [_default_game(cfg, index) for index in range(*bounds)]
 
 
 def default_games(cfg: GameConfig, games: int, workers: int) -> Iterator[GameResult]:
   """Default-mode games in index order until `games` of them are kept (short ones included)."""
-  index = kept = 0
-  if workers == 1:
-    while kept < games:
-      r = _default_game(cfg, index)
-      index += 1
+  # Chunks of consecutive games (`ordered_pool`: a few a worker in flight, stopped when the last
+  # game is kept). A game takes about 15 ms (atomic: 25 ms), so small chunks cost little in
+  # messaging and waste little at the end.
+  chunk = 1 if workers == 1 else max(1, min(4, games // (16 * workers)))
+  bounds = ((i, i + chunk) for i in itertools.count(0, chunk))
+  kept = 0
+  for results in ordered_pool.ordered_map(partial(_default_chunk, cfg), bounds, workers):
+    for r in results:
       kept += r.record is not None
       yield r
-    return
-  # Chunks of consecutive games, a few per worker in flight, taken in index order. A game takes
-  # about 15 ms (atomic: 25 ms), so small chunks cost little in messaging and waste little at the
-  # end. Closing the generator (the last game kept, or an exception in the caller) cancels the
-  # chunks not started and waits for the few that run: no worker is killed while it writes to
-  # the pool's queues (multiprocessing.Pool.terminate could leave their lock held and hang).
-  # spawn, not fork: the parent may hold threads (tqdm's monitor, JAX in tests).
-  chunk = max(1, min(4, games // (16 * workers)))
-  ctx = multiprocessing.get_context("spawn")
-  pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
-  in_flight: deque[Future] = deque()
-  try:
-    while True:
-      while len(in_flight) < 4 * workers:
-        in_flight.append(pool.submit(_default_chunk, cfg, index, index + chunk))
-        index += chunk
-      for r in in_flight.popleft().result():
-        kept += r.record is not None
-        yield r
-        if kept == games:
-          return
-  finally:
-    pool.shutdown(wait=True, cancel_futures=True)
+      if kept == games:
+        return
 
 
 def generate(

@@ -19,7 +19,7 @@ from conftest import REPO, SAMPLE_PGN, TEST_DATA
 
 from chessjax import encoding
 from chessjax.data import read_games, read_manifest
-from data_prep import process_pgn
+from data_prep import ordered_pool, process_pgn
 
 
 def run(*args):
@@ -330,7 +330,7 @@ def test_workers_start_by_spawn_not_fork(tmp_path, small_pgn, monkeypatch):
 
   methods, real = [], multiprocessing.get_context
   monkeypatch.setattr(
-    process_pgn.multiprocessing, "get_context", lambda m=None: methods.append(m) or real(m)
+    ordered_pool.multiprocessing, "get_context", lambda m=None: methods.append(m) or real(m)
   )
   manifest = run("--pgn", small_pgn, "--out", tmp_path / "w2", "--workers", "2")
   assert methods == ["spawn"]

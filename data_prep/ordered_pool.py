@@ -1,0 +1,49 @@
+"""An in-order parallel map over spawned worker processes, for the data preparation commands.
+
+`ordered_map(fn, jobs, workers)` yields `fn(job)` for each job, in the jobs' order. At most
+`ahead` jobs a worker are in flight, and jobs are drawn from their iterator only as results are
+taken, so a lazy source (a PGN reader) is read as fast as the workers go, not ahead of them.
+
+Closing the generator (the caller stopped early, or raised) cancels the jobs not started and
+waits for the few running: no worker is killed while it writes a result.
+`multiprocessing.Pool.terminate` kills them, and one killed while holding the result queue's lock
+leaves it held: in one full test-suite run, the random-uniform abort test waited 273 s in
+`Pool._terminate_pool`. A worker that dies (killed, out of memory) raises
+`concurrent.futures.process.BrokenProcessPool` here, where `Pool` would wait for its job forever.
+
+Workers ignore SIGINT: the parent handles Ctrl-C, and closing the pool lets each worker finish the
+job it holds. They are spawned, not forked: the parent may hold threads (tqdm's monitor, JAX), and
+a forked child of a threaded process can deadlock. `workers == 1` is a plain `map` here.
+"""
+
+import multiprocessing
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+
+def _ignore_sigint() -> None:
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def ordered_map(fn: Callable, jobs: Iterable, workers: int, ahead: int = 4) -> Iterator[Any]:
+  """`fn(job)` for each job in order, on `workers` spawned processes (`fn` and each job must
+  pickle)."""
+  if workers == 1:
+    yield from map(fn, jobs)
+    return
+  context = multiprocessing.get_context("spawn")
+  pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
+  in_flight: deque[Future] = deque()
+  try:
+    for job in jobs:
+      in_flight.append(pool.submit(fn, job))
+      if len(in_flight) >= ahead * workers:
+        yield in_flight.popleft().result()
+    while in_flight:
+      yield in_flight.popleft().result()
+  finally:
+    pool.shutdown(wait=True, cancel_futures=True)
