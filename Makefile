@@ -19,13 +19,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Three pytest workers on this machine's two cores, each test module on one worker so its module
-# fixtures are built once; every test runs, slow ones included. Many tests wait (on SLURM, on a
-# second process, on a peer's timeout): with two workers the cores were 89% busy and pytest took
-# 714 s, with three 99% and 662 s (2 AMD EPYC vCPUs, 2026-11-29, one run each, same tests). The 15
-# slowest are listed at the end.
+# Two pytest workers (one per core here), each test module on one worker so its module fixtures
+# are built once; every test runs, slow ones included. The 15 slowest are listed at the end.
 test: lint engines browser slurm
-	$(BIN)/python -m pytest -q -n 3 --dist loadscope --durations=15 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=15 tests
 
 # The quick tier, to run after every edit: the tests that need no training run, no second process
 # and no browser, i.e. none of the tier markers (tests/conftest.py, TIERS). The 5 slowest are listed.

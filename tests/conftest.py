@@ -86,9 +86,7 @@ def _one_core_per_worker() -> None:
   """Under `pytest -n N` on N cores, pins pytest-xdist worker K (and the subprocesses it starts)
   to core K, before JAX sizes its thread pools: two workers whose XLA runtimes each spread over
   both cores contend for them, and pinned ones do the same work in about a tenth less time (two
-  test modules side by side, 2 Intel Xeon vCPUs, 2026-11-27). With more workers than cores
-  (`make test`: 3 on 2, Makefile) none is pinned: a worker that waits leaves the cores to the
-  others."""
+  test modules side by side, 2 Intel Xeon vCPUs, 2026-11-27)."""
   worker = os.environ.get("PYTEST_XDIST_WORKER", "")
   workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
   if not (worker.startswith("gw") and hasattr(os, "sched_setaffinity")):
@@ -561,7 +559,7 @@ LONGEST_MODULES = (
 
 
 def pytest_configure(config):
-  """Keeps the order below under `--dist loadscope`: pytest-xdist (3.x) otherwise sorts the
+  """Keeps the order below under `-n 2 --dist loadscope`: pytest-xdist (3.x) otherwise sorts the
   modules by their number of tests (`--loadscope-reorder`, on by default), which starts the many
   quick parametrized modules first and leaves the long ones with few tests for the end. A name
   in `LONGEST_MODULES` that no test file has (a module renamed) stops the run: it would order
@@ -579,7 +577,7 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)  # Before `-m` deselects by the markers it adds.
 def pytest_collection_modifyitems(config, items):
   """The longest modules first, then the others with slow tests, then the rest (stable
-  otherwise): with `--dist loadscope` long modules start early instead of leaving one worker
+  otherwise): with `-n 2 --dist loadscope` long modules start early instead of leaving one worker
   busy at the end."""
   _mark_tiers(items)
   slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
