@@ -5,11 +5,12 @@
 taken, so a lazy source (a PGN reader) is read as fast as the workers go, not ahead of them.
 
 Closing the generator (the caller stopped early, or raised) cancels the jobs not started and
-waits for the few running: no worker is killed while it writes a result.
-`multiprocessing.Pool.terminate` kills them, and one killed while holding the result queue's lock
-leaves it held: in one full test-suite run, the random-uniform abort test waited 273 s in
-`Pool._terminate_pool`. A worker that dies (killed, out of memory) raises
-`concurrent.futures.process.BrokenProcessPool` here, where `Pool` would wait for its job forever.
+waits for the few running: no worker is killed. `multiprocessing.Pool.terminate` kills its
+workers, and one killed while it holds a queue's lock leaves that lock held; in one full
+test-suite run here (a process-accounting hook loaded), the random-uniform abort test waited 273 s
+in `Pool._terminate_pool`, joining the pool's task thread. A worker that dies (killed, out of
+memory) raises `concurrent.futures.process.BrokenProcessPool` here, where a `Pool` would wait for
+its job forever.
 
 Workers ignore SIGINT: the parent handles Ctrl-C, and closing the pool lets each worker finish the
 job it holds. They are spawned, not forked: the parent may hold threads (tqdm's monitor, JAX), and
