@@ -13,21 +13,34 @@ memory) raises `concurrent.futures.process.BrokenProcessPool` here, where a `Poo
 its job forever.
 
 Workers ignore SIGINT: the parent handles Ctrl-C, and closing the pool lets each worker finish the
-job it holds. They are spawned, not forked: the parent may hold threads (tqdm's monitor, JAX), and
-a forked child of a threaded process can deadlock. `workers == 1` is a plain `map` here.
+job it holds. A worker whose parent was killed outright (no shutdown) exits within a second. They
+are spawned, not forked: the parent may hold threads (tqdm's monitor, JAX), and a forked child of
+a threaded process can deadlock. `workers == 1` is a plain `map` here.
 """
 
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 
-def _ignore_sigint() -> None:
+def _worker_init(parent: int) -> None:
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+  """Ends this worker once `parent` is gone: a parent killed outright (SIGTERM, SIGKILL) shuts
+  nothing down, and its workers would wait forever to hand back results nobody reads."""
+  while os.getppid() == parent:
+    time.sleep(0.5)
+  os._exit(1)
 
 
 def ordered_map(fn: Callable, jobs: Iterable, workers: int, ahead: int = 4) -> Iterator[Any]:
@@ -37,7 +50,9 @@ def ordered_map(fn: Callable, jobs: Iterable, workers: int, ahead: int = 4) -> I
     yield from map(fn, jobs)
     return
   context = multiprocessing.get_context("spawn")
-  pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
+  pool = ProcessPoolExecutor(
+    workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),)
+  )
   in_flight: deque[Future] = deque()
   try:
     for job in jobs:
