@@ -36,7 +36,7 @@ from chessjax import encoding, pgn_reader
 from chessjax.data import records, shards
 from chessjax.files import write_text
 from chessjax.lm import tokens
-from data_prep import ordered_pool, pgn_files, process_pgn
+from data_prep import interrupt, ordered_pool, pgn_files, process_pgn
 
 SPLITS = ("train", "probing_pool", "dev", "test")
 PAPER_SIZES = (500_000, 50_000, 15_000, 15_000)
@@ -390,10 +390,14 @@ def _write(args, kept, assignment, *, start, read, skipped, errors, sources, ext
 def main(argv=None) -> int:
   args = parse_args(argv)
   try:
-    manifest = run(args)
+    with interrupt.sigterm_as_interrupt():
+      manifest = run(args)
   except (FileExistsError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  except KeyboardInterrupt:
+    print(f"interrupted: no dataset written to {args.out} (staged shards removed)", file=sys.stderr)
+    return 130
   c = manifest["counts"]
   print(process_pgn.summary_table(manifest))
   for msg in manifest["skip_examples"]:

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from chessjax import encoding, labels, pgn_reader
 from chessjax.data import records, shards
-from data_prep import ordered_pool, pgn_files
+from data_prep import interrupt, ordered_pool, pgn_files
 
 BUCKETS = 10_000
 
@@ -199,10 +199,14 @@ def summary_table(manifest: dict) -> str:
 def main(argv=None) -> int:
   args = parse_args(argv)
   try:
-    manifest = run(args)
+    with interrupt.sigterm_as_interrupt():
+      manifest = run(args)
   except FileExistsError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  except KeyboardInterrupt:
+    print(f"interrupted: no dataset written to {args.out} (staged shards removed)", file=sys.stderr)
+    return 130
   c = manifest["counts"]
   print(summary_table(manifest))
   print(

@@ -40,7 +40,6 @@ import itertools
 import multiprocessing
 import random
 import re
-import signal
 import statistics
 import sys
 import time
@@ -54,7 +53,7 @@ from tqdm import tqdm
 
 from chessjax import encoding, labels
 from chessjax.data import records, shards
-from data_prep import ordered_pool
+from data_prep import interrupt, ordered_pool
 from data_prep.termination import GameEnd
 
 GENERATOR = "data_prep.random_uniform"
@@ -334,37 +333,30 @@ def parse_args(argv=None) -> argparse.Namespace:
   return args
 
 
-def _raise_on_sigterm(signum, frame):
-  # A plain kill then unwinds like Ctrl-C, so the writer's abort() clears its staging files.
-  raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv=None) -> int:
   args = parse_args(argv)
-  previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
   try:
-    manifest = generate(
-      args.out,
-      games=args.games,
-      seed=args.seed,
-      compat=args.compat,
-      variant=args.variant,
-      workers=args.workers,
-      ep_mode=args.ep_mode,
-      min_plies=args.min_plies,
-      split=args.split,
-      games_per_shard=args.games_per_shard,
-      overwrite=args.overwrite,
-      progress=not args.quiet,
-    )
+    with interrupt.sigterm_as_interrupt():
+      manifest = generate(
+        args.out,
+        games=args.games,
+        seed=args.seed,
+        compat=args.compat,
+        variant=args.variant,
+        workers=args.workers,
+        ep_mode=args.ep_mode,
+        min_plies=args.min_plies,
+        split=args.split,
+        games_per_shard=args.games_per_shard,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+      )
   except FileExistsError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    print(f"interrupted: nothing written to {args.out} (staged shards removed)", file=sys.stderr)
+    print(f"interrupted: no dataset written to {args.out} (staged shards removed)", file=sys.stderr)
     return 130
-  finally:
-    signal.signal(signal.SIGTERM, previous)
   c, p = manifest["counts"], manifest["plies"]
   print(
     f"kept {c['kept']:,} of {c['generated']:,} games ({c['skipped_short']:,} shorter than "

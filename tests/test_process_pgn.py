@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import chess
 import chess.variant
@@ -241,6 +242,40 @@ def test_killed_run_leaves_no_dataset_and_rerun_is_clean(tmp_path, sample_text):
   assert files == sorted(s["file"] for s in manifest["splits"]["train"]["shards"])
   assert not (out / ".staging").exists()
   assert sum(1 for _ in read_games(out)) == 6 * 4710
+
+
+@pytest.mark.multiprocess
+def test_sigterm_unwinds_like_ctrl_c_and_stops_the_workers(tmp_path, sample_text):
+  """SIGTERM (a plain `kill`, SLURM's notice) mid-run: exit 130 with a message, no dataset, no
+  staged shards, no worker left running."""
+  big = tmp_path / "big.pgn"
+  big.write_text((sample_text + "\n") * 6)
+  out = tmp_path / "ds"
+  cmd = [sys.executable, "-m", "data_prep.process_pgn", "--pgn", str(big), "--out", str(out)]
+  cmd += ["--games-per-shard", "500", "--split", "train", "--workers", "2"]
+  proc = subprocess.Popen(
+    cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+  )
+  try:
+    deadline = time.monotonic() + 120
+    while not list((out / ".staging").glob("train-0000[2-9]*")) and time.monotonic() < deadline:
+      assert proc.poll() is None, proc.stderr.read()
+      time.sleep(0.02)
+    workers = [int(p) for p in (Path("/proc") / str(proc.pid) / "task").glob("*/children")
+               for p in p.read_text().split()]  # fmt: skip
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  assert proc.returncode == 130, "the run finished before it could be stopped"
+  assert "interrupted: no dataset written" in proc.stderr.read()
+  assert not (out / "manifest.json").exists() and not (out / ".staging").exists()
+  deadline = time.monotonic() + 20  # Children that outlive it are reaped by init meanwhile.
+  while [w for w in workers if (Path("/proc") / str(w)).exists()] and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert workers and not [w for w in workers if (Path("/proc") / str(w)).exists()]
 
 
 # ------------------------------------------------------------------------------------------------
