@@ -12,8 +12,8 @@
   committed record
   (docs/results/reproduce_mini.json) was made without the suite's XLA settings
   (conftest.py: JAX_DISABLE_MOST_OPTIMIZATIONS), so equal digits there would test XLA, not the
-  chain; the two runs here share this process's settings and one CPU per process (a SLURM task is
-  bound to the one CPU it asked for), and must agree bit for bit.
+  chain; the two runs here share this process's settings and one CPU per process (each SLURM task
+  runs on the one core this SLURM has, `CORE`), and must agree bit for bit.
 
 * the transfer experiment at toy size (conftest.py's `transfer_flags`: one family, its source
   trained by the plan, four arms at two Ns) with `--scheduler slurm --wait` gives the record of the
@@ -64,7 +64,10 @@ SMOKE_FAMILY = "slice"  # tests/conftest.py's smoke family.
 
 # One single-node SLURM for the module's tests (`tests/slurm/local_slurm.sh`), started by the
 # first cluster test and stopped after the last, also when a test fails: configuration, munge key
-# and socket, state and logs in a temporary folder, the daemons stopped by their pids.
+# and socket, state and logs in a temporary folder, the daemons stopped by their pids. It gets one
+# core, this process's first (`CORE`), for its daemons and tasks (a task asks for one CPU and sees
+# one, as the local runs it is compared with do): under `make test`'s two workers that is this
+# worker's own core, so the other worker keeps its core to itself.
 #
 # It needs root (munged runs as user munge, slurmd as root) and Debian's slurmctld, slurmd,
 # slurm-client and munge (`make slurm` installs them). Where one is missing the cluster tests skip
@@ -72,6 +75,9 @@ SMOKE_FAMILY = "slice"  # tests/conftest.py's smoke family.
 
 SCRIPT = Path(__file__).resolve().parents[1] / "slurm" / "local_slurm.sh"
 TOOLS = ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scontrol", "scancel")
+
+
+CORE = str(min(os.sched_getaffinity(0)))
 
 
 def missing() -> str | None:
@@ -98,7 +104,7 @@ def slurm():
   env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
   try:
     r = subprocess.run(
-      ["bash", str(SCRIPT), "start", str(folder)], env=env, capture_output=True, text=True,
+      ["bash", str(SCRIPT), "start", str(folder), CORE], env=env, capture_output=True, text=True,
       timeout=120,
     )  # fmt: skip
     assert r.returncode == 0, f"local SLURM did not start:\n{r.stdout}{r.stderr}"
@@ -201,8 +207,8 @@ def params_of(work):
   return [np.asarray(x) for x in jax.tree.leaves(restored.state["params"])]
 
 
-def test_toy_protocol_through_slurm_equals_the_local_run(slurm, reproduce_mini_local, tmp_path):
-  local, cl = reproduce_mini_local, tmp_path / "slurm"
+def test_toy_protocol_through_slurm_equals_the_local_run(slurm, request, tmp_path):
+  cl = tmp_path / "slurm"
   run = [sys.executable, "-m", "launch.reproduce_mini", *MINI_FLAGS, "--jobs", "2"]
   r = subprocess.run(
     [*run, "--workdir", cl, "--scheduler", "slurm", "--wait"],
@@ -210,6 +216,7 @@ def test_toy_protocol_through_slurm_equals_the_local_run(slurm, reproduce_mini_l
   )  # fmt: skip
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert "chain done" in r.stdout
+  local = local_run(request, "reproduce_mini_local")
 
   def read(root, name):
     return json.loads((root / name).read_text().replace(str(root), "ROOT"))
@@ -257,6 +264,14 @@ def through_slurm(module: str, where: str, root, flags) -> None:
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
+def local_run(request, fixture: str) -> Path:
+  """The local run a test compares its SLURM run with (conftest.py's `fixture`), asked for once
+  the SLURM run has ended: this SLURM shares this worker's core, and the other worker may have
+  made the local run meanwhile (test_transfer.py, test_cwm_mini.py, ...); made here otherwise,
+  after the SLURM run, not beside it on the same core, while the other worker would wait for it."""
+  return request.getfixturevalue(fixture)
+
+
 def assert_every_stage_finished(root, stages) -> None:
   s = status(root)
   for stage in stages:
@@ -264,9 +279,10 @@ def assert_every_stage_finished(root, stages) -> None:
     assert isinstance(st["total"], int) and st["total"] > 0 and st["finished"] == st["total"], s
 
 
-def test_cwm_mini_through_slurm_equals_the_local_run(slurm, cwm_mini_local, toy_pgns, tmp_path):
+def test_cwm_mini_through_slurm_equals_the_local_run(slurm, toy_pgns, request, tmp_path):
   cl = tmp_path / "slurm"
   through_slurm("launch.cwm_mini", "--work", cl, cwm_mini_flags(toy_pgns))
+  cwm_mini_local = local_run(request, "cwm_mini_local")
   ours, theirs = (json.loads((w / "tables.json").read_text()) for w in (cl, cwm_mini_local))
   assert [r["family"] for r in theirs["runs"]] == ["slice", "transformer"]
   for key in ("runs", "summary"):
@@ -274,9 +290,10 @@ def test_cwm_mini_through_slurm_equals_the_local_run(slurm, cwm_mini_local, toy_
   assert_every_stage_finished(cl, cwm_mini.STAGES)
 
 
-def test_lm_grid_through_slurm_equals_the_local_run(slurm, lm_grid_local, tmp_path):
+def test_lm_grid_through_slurm_equals_the_local_run(slurm, request, tmp_path):
   cl = tmp_path / "slurm"
   through_slurm("launch.lm_sweep", "--root", cl, LM_GRID_FLAGS)
+  lm_grid_local = local_run(request, "lm_grid_local")
   ours, theirs = (
     json.loads((w / "report" / "tables.json").read_text()) for w in (cl, lm_grid_local)
   )
@@ -452,17 +469,13 @@ def test_the_transfer_plan_through_slurm_equals_the_local_run(
 ):
   work = tmp_path / "transfer"
   argv = [sys.executable, "-m", "launch.transfer", *transfer_flags(work, small_dataset)]
-  proc = subprocess.Popen(
-    [*argv, "--scheduler", "slurm", "--wait"], cwd=REPO, stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE, text=True,
+  r = subprocess.run(
+    [*argv, "--scheduler", "slurm", "--wait"], cwd=REPO, capture_output=True, text=True,
+    timeout=480,
   )  # fmt: skip
-  try:
-    local = request.getfixturevalue("transfer_local")  # Made meanwhile, or by test_transfer.
-    out, err = proc.communicate(timeout=480)
-  finally:
-    proc.kill()
-  assert proc.returncode == 0, out[-3000:] + err[-3000:]
-  assert "chain done at step end: every stage finished" in out, out
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  assert "chain done at step end: every stage finished" in r.stdout, r.stdout
+  local = local_run(request, "transfer_local")
   ours, theirs = _record(work), _record(local)
   assert ours["families"]["gated_deltanet"]["seeds"]["0"]["runs"]["16"]["ft"]["atomic"]["loss"] > 0
   _assert_close(ours, theirs)

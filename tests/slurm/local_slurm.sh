@@ -3,6 +3,7 @@
 # slurmd and munge (22.05), run as root.
 #
 #   tests/slurm/local_slurm.sh start DIR    # writes DIR/slurm.conf, starts munged, slurmctld, slurmd
+#   tests/slurm/local_slurm.sh start DIR 1  # the same, its daemons and every task on CPU 1 only
 #   tests/slurm/local_slurm.sh stop DIR     # cancels DIR's jobs, stops the daemons by their pids
 #   SLURM_CONF=DIR/slurm.conf sinfo         # the clients read the configuration from SLURM_CONF
 #
@@ -12,12 +13,19 @@
 # (CR_Core). Processes are tracked by their parent ids (proctrack/linuxproc) and each task is bound
 # to the CPUs SLURM gave it (task/affinity: sched_setaffinity), as a cluster's would be: no
 # cgroups needed, so it runs in a container.
+#
+# With a CPU list (taskset's form, e.g. 1), the daemons run on those CPUs and every task inherits
+# them (task/none: SLURM binds nothing) while the node keeps the machine's CPU count for
+# scheduling: the test suite gives its SLURM the one core of the pytest worker that runs the
+# cluster tests, where task/affinity would bind tasks to the lowest free core, often the core of
+# the other worker (its tests and the SLURM tasks then shared one core while the other idled).
 set -euo pipefail
 
 PROG="local_slurm.sh"
 die() { echo "$PROG: error: $*" >&2; exit 1; }
-[[ $# -eq 2 && ( "$1" == start || "$1" == stop ) ]] || {
-  echo "Usage: $PROG start|stop DIR" >&2; exit 2; }
+[[ ( $# -eq 2 || ( $# -eq 3 && "$1" == start ) ) && ( "$1" == start || "$1" == stop ) ]] || {
+  echo "Usage: $PROG start DIR [CPUS] | stop DIR" >&2; exit 2; }
+CPUS="${3:-}"
 ACTION="$1"
 DIR="$(mkdir -p "$2" && cd "$2" && pwd)"
 CONF="$DIR/slurm.conf"
@@ -97,7 +105,7 @@ SlurmdPidFile=$DIR/slurmd.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
+TaskPlugin=$([[ -n "$CPUS" ]] && echo task/none || echo task/affinity)
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
@@ -123,7 +131,7 @@ CONF
 export SLURM_CONF="$CONF"
 # The daemons, and so the jobs, may run on every CPU: a pinned caller (a pytest-xdist worker holds
 # one core) would otherwise squeeze every job onto its one core.
-taskset -cp "0-$(($(nproc --all) - 1))" $$ >/dev/null
+taskset -cp "${CPUS:-0-$(($(nproc --all) - 1))}" $$ >/dev/null
 slurmctld -f "$CONF" </dev/null >>"$DIR/log/slurmctld.out" 2>&1
 slurmd -f "$CONF" </dev/null >>"$DIR/log/slurmd.out" 2>&1
 for _ in $(seq 1 150); do
