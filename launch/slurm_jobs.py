@@ -31,6 +31,7 @@ Nothing here imports JAX: the step jobs start in a fraction of a second.
 
 import dataclasses
 import json
+import math
 import os
 import re
 import shlex
@@ -490,26 +491,31 @@ def resubmit_plan(root: Root, opts: Options) -> None:
   submit_plan(root, tasks, stages, opts, prog)
 
 
-def wait(root_dir, poll: float = 5.0, say=print) -> tuple[bool, str]:
+def wait(root_dir, poll: float = 5.0, look: float = 0.5) -> tuple[bool, str]:
   """Waits until none of the root's jobs is queued and the chain is not running; returns
-  (whether it is done, chain.json's message)."""
+  (whether it is done, chain.json's message). Asks SLURM's queue every `poll` seconds, and every
+  `look` seconds once chain.json (a file, read every `look` seconds) says the chain ended: its
+  last step job is leaving the queue, and the command returns about when it has left."""
   root = Root(root_dir)
-  idle = 0
+  idle, asked = 0, -math.inf
   while True:
     chain = root.chain()
-    if active_jobs(root):
-      idle = 0
-    elif chain["state"] in ("done", "stopped", "failed"):
-      ok = chain["state"] == "done"
-      return ok, f"chain {chain['state']} at step {chain['step']}: {chain['message']}"
-    else:
-      idle += 1  # A step may be between its last sbatch and its end; look again.
-      if idle >= 3:
-        return False, (
-          f"chain ended without finishing (state {chain['state']} at step {chain['step']}, no "
-          f"job queued); see {root.logs}/step-{chain['step']}.log"
-        )
-    time.sleep(poll)
+    ended = chain["state"] in ("done", "stopped", "failed")
+    if ended or time.monotonic() - asked >= poll:
+      asked = time.monotonic()
+      if active_jobs(root):
+        idle = 0
+      elif ended:
+        ok = chain["state"] == "done"
+        return ok, f"chain {chain['state']} at step {chain['step']}: {chain['message']}"
+      else:
+        idle += 1  # A step may be between its last sbatch and its end; look again.
+        if idle >= 3:
+          return False, (
+            f"chain ended without finishing (state {chain['state']} at step {chain['step']}, "
+            f"no job queued); see {root.logs}/step-{chain['step']}.log"
+          )
+    time.sleep(look)
 
 
 # --- Status --------------------------------------------------------------------------------------

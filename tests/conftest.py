@@ -515,10 +515,12 @@ def _guard_quick_tier() -> None:
 LONGEST_MODULES = (
   "test_cluster",  # Its tests wait on SLURM jobs: first, beside the multi-process module.
   "test_multiprocess",
+  # Early: its worker has made the local toy transfer run (`transfer_local`) by the time
+  # test_cluster, on the other worker, has sent the same plan through SLURM and reads it.
+  "test_transfer",
   "test_train",
   "test_population",
   "test_steps_per_call",
-  "test_transfer",
   "test_cwm_mini",
   "test_lm_sweep",
   "test_init_from",

@@ -515,7 +515,11 @@ def test_a_plan_whose_task_fails_stops_naming_it_and_a_resubmit_runs_the_rest(
   assert (s["stages"]["then"]["pending"], s["stages"]["then"]["total"]) == (1, 1), s
   assert s["chain"]["state"] == "stopped" and str(log) in s["stages"]["first"]["problems"].values()
   (tmp_path / "fixed").touch()
-  assert submit() == 0, capsys.readouterr().err
+  args.wait = False  # Submitted, then waited for here: with SLURM's queue asked twice a minute,
+  assert submit() == 0, capsys.readouterr().err  # the wait ends on the chain's own end.
+  ok, message = slurm_jobs.wait(work, poll=30)
+  waited = time.time() - json.loads((work / "slurm" / "chain.json").read_text())["time"]
+  assert ok and "every stage finished" in message and waited < 10, (message, waited)
   assert (tmp_path / "runs").read_text().split() == ["ok", "last"]  # ok did not run again.
   s = status(work)
   assert all(st["finished"] == st["total"] == (2 if n == "first" else 1)
