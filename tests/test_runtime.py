@@ -119,3 +119,25 @@ def test_the_commands_set_it_before_any_backend_starts():
   assert seen["before"] is False and seen["after"] is True
   assert seen["env"]["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.90"
   assert seen["env"]["XLA_FLAGS"] == os.environ.get("XLA_FLAGS")  # The CPU's: left as it was.
+
+
+@pytest.mark.multiprocess
+def test_importing_chessjax_raises_the_collector_thresholds_before_jax():
+  """A fresh process: `import chessjax` raises the default thresholds before jax is imported
+  (its modules import jax after the package), and keeps thresholds set higher beforehand."""
+  code = (
+    "import gc, json, sys\n"
+    "default = gc.get_threshold()\n"
+    "import chessjax\n"
+    "raised, jax_loaded = gc.get_threshold(), 'jax' in sys.modules\n"
+    "gc.set_threshold(500000, 60, 200)\n"
+    "import importlib; importlib.reload(chessjax)\n"
+    "print(json.dumps([default, raised, jax_loaded, gc.get_threshold()]))\n"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  default, raised, jax_loaded, kept = json.loads(proc.stdout)
+  assert default == [700, 10, 10] and raised == [100_000, 50, 100] and not jax_loaded
+  assert kept == [500_000, 60, 200]
