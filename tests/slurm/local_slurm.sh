@@ -129,8 +129,8 @@ PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
 
 export SLURM_CONF="$CONF"
-# The daemons, and so the jobs, may run on every CPU: a pinned caller (a pytest-xdist worker holds
-# one core) would otherwise squeeze every job onto its one core.
+# The daemons, and so the jobs, run on the CPUs given, else on every CPU: a pinned caller (a
+# pytest-xdist worker holds one core) would otherwise pass its one core on to them.
 taskset -cp "${CPUS:-0-$(($(nproc --all) - 1))}" $$ >/dev/null
 slurmctld -f "$CONF" </dev/null >>"$DIR/log/slurmctld.out" 2>&1
 slurmd -f "$CONF" </dev/null >>"$DIR/log/slurmd.out" 2>&1
