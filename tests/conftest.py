@@ -41,7 +41,6 @@
 
 import bz2
 import contextlib
-import gc
 import os
 import subprocess
 import sys
@@ -97,12 +96,12 @@ def _one_core_per_worker() -> None:
 
 
 _one_core_per_worker()
-# Python's cyclic garbage collector less often: tracing and lowering JAX programs allocates
-# millions of short-lived objects, and the default thresholds (700, 10, 10) collect every few
-# thousand of them. Four compile-heavy modules under `-n 2`: 120-123 CPU s against 129 (2 Intel
-# Xeon vCPUs, 2026-11-27).
-gc.set_threshold(100_000, 50, 100)
+# Python's cyclic garbage collector less often (chessjax/__init__.py raises its thresholds when
+# imported, here before jax): four compile-heavy modules under `-n 2` took 120-123 CPU s against
+# 129 with the default thresholds (2 Intel Xeon vCPUs, 2026-11-27).
+import chessjax  # noqa: E402, F401
 
+# isort: split
 import chess.pgn  # noqa: E402
 import jax  # noqa: E402
 import pytest  # noqa: E402
