@@ -22,7 +22,10 @@ itself is call alone against step alone. Each round measures, for every row in t
 yardsticks and then its loop (interleaved, so a shared machine whose speed drifts moves them
 alike); the table gives the medians over the rounds, the loop's own cost as the median of the
 rounds' differences, with their range. "host ms/step" and "input wait" are what the loop's own
-log lines said (`chessjax.timing`).
+log lines said (`chessjax.timing`). On a CPU the loop's threads share the cores with the
+program's, so the record also gives CPU ms a step: the process's for the call alone and for the
+loop, and the loop's main thread's and input thread's (`chessjax.prefetch`; "-" where this
+platform has no per-thread clock) over the same intervals.
 
 Goal (issue 52): at most 0.5 ms a step for one run at one step per call. `--out` writes the
 record (docs/results/loop_overhead_cpu.json, rendered into docs/performance.md by
@@ -42,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +57,7 @@ from chessjax import batches, logs, machine, populations, runtime, train
 from chessjax.dispatch import StepCall
 from chessjax.files import write_text
 from chessjax.members import member_config, parse_member
+from chessjax.prefetch import THREAD_NAME as INPUT_THREAD
 from chessjax.runs import OneRun
 from chessjax.spec import TrainSpec
 from chessjax.task import get_task
@@ -98,9 +103,20 @@ def member_texts(config, members: int) -> list[str]:
   return [f"m{i}:optim.lr={lr * 2 ** (i / members):.6g}" for i in range(members)]
 
 
+def thread_cpu(name: str) -> float | None:
+  """CPU seconds of the live thread named `name` so far (None: no such thread, or no per-thread
+  clock on this platform)."""
+  thread = next((t for t in threading.enumerate() if t.name == name), None)
+  try:
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+  except (AttributeError, OSError):  # No thread (None.ident), no such clock, or the thread ended.
+    return None
+
+
 class Marks:
   """The loop's log lines as its logger writes them: time, step, input wait and host ms/step of
-  each `write_interval` call."""
+  each `write_interval` call, and the CPU time so far of the process, the loop's (main) thread
+  and its input thread (`chessjax.prefetch`)."""
 
   def __enter__(self):
     self.marks = []
@@ -110,8 +126,11 @@ class Marks:
     def marked(logger, step, *, input_wait=0.0, host_ms=0.0):
       if step not in seen:  # A population's members log the same step: its first is the mark.
         seen.add(step)
-        self.marks.append({"time": time.perf_counter(), "step": step, "input_wait": input_wait,
-                           "host_ms": host_ms})  # fmt: skip
+        self.marks.append({
+          "time": time.perf_counter(), "step": step, "input_wait": input_wait, "host_ms": host_ms,
+          "cpu": time.process_time(), "main_cpu": time.thread_time(),  # This is the main thread.
+          "input_cpu": thread_cpu(INPUT_THREAD),
+        })  # fmt: skip
       return write_interval(logger, step, input_wait=input_wait, host_ms=host_ms)
 
     logs.TrainLogger.write_interval = marked
@@ -122,17 +141,27 @@ class Marks:
 
   def summary(self) -> dict:
     """ms/step over the intervals after the first, their input wait and host ms/step (weighted by
-    their time and steps)."""
+    their time and steps), and CPU ms/step: the process's and its main thread's over the same
+    intervals, the input thread's over those it lived through (it ends once it has read the
+    last call's batches; None where it could not be read)."""
     m = self.marks
     if len(m) < 2:
       raise RuntimeError(f"the loop logged {len(m)} interval(s); 2 or more are needed")
     steps = m[-1]["step"] - m[0]["step"]
     seconds = m[-1]["time"] - m[0]["time"]
     spans = [(b["time"] - a["time"], b["step"] - a["step"], b) for a, b in itertools.pairwise(m)]
+    lived = [x for x in m if x["input_cpu"] is not None]
+    input_cpu = None
+    if len(lived) >= 2 and lived[0] is m[0]:
+      a, b = lived[0], lived[-1]
+      input_cpu = 1e3 * (b["input_cpu"] - a["input_cpu"]) / (b["step"] - a["step"])
     return {
       "ms": 1e3 * seconds / steps,
       "input_wait": sum(s * b["input_wait"] for s, _, b in spans) / seconds,
       "host_ms": sum(n * b["host_ms"] for _, n, b in spans) / steps,
+      "cpu_ms": 1e3 * (m[-1]["cpu"] - m[0]["cpu"]) / steps,
+      "main_cpu_ms": 1e3 * (m[-1]["main_cpu"] - m[0]["main_cpu"]) / steps,
+      "input_cpu_ms": input_cpu,
     }
 
 
@@ -163,19 +192,20 @@ class Alone:
     self.compile_s = time.perf_counter() - started
     self.steps(3)
 
-  def steps(self, calls: int) -> float:
-    """Seconds a step over `calls` calls back to back."""
-    started = time.perf_counter()
+  def steps(self, calls: int) -> tuple[float, float]:
+    """Seconds a step over `calls` calls back to back, and the process's CPU seconds a step."""
+    started, cpu = time.perf_counter(), time.process_time()
     leaves, out = self.leaves, None
     for i in range(calls):
       leaves, out = self.compiled(leaves, self.batches[i % len(self.batches)])
     jax.block_until_ready((leaves, out))
     self.leaves = leaves
-    return (time.perf_counter() - started) / (calls * self.k)
+    n = calls * self.k
+    return (time.perf_counter() - started) / n, (time.process_time() - cpu) / n
 
-  def for_at_least(self, seconds: float) -> float:
-    """Seconds a step over at least `seconds` (and 10 calls) of calls back to back."""
-    first = self.steps(3)
+  def for_at_least(self, seconds: float) -> tuple[float, float]:
+    """`steps` over at least `seconds` (and 10 calls) of calls back to back."""
+    first, _ = self.steps(3)
     return self.steps(max(10, int(seconds / max(first * self.k, 1e-9))))
 
 
@@ -209,10 +239,12 @@ def measure(opts) -> dict:
   rounds = {row: [] for row in rows}
   for r in range(opts.rounds):
     for m, k in rows:
-      step_ms = 1e3 * alone[(m, 1)].for_at_least(opts.seconds)
-      call_ms = step_ms if k == 1 else 1e3 * alone[(m, k)].for_at_least(opts.seconds)
+      step_s, step_cpu = alone[(m, 1)].for_at_least(opts.seconds)
+      call_s, call_cpu = (step_s, step_cpu) if k == 1 else alone[(m, k)].for_at_least(opts.seconds)
+      step_ms, call_ms = 1e3 * step_s, 1e3 * call_s
       loop = run_loop(loop_config(opts, data, k), m, work / "runs" / f"m{m}_k{k}")
-      rounds[(m, k)].append({"step_alone_ms": step_ms, "call_alone_ms": call_ms, **loop})
+      rounds[(m, k)].append({"step_alone_ms": step_ms, "call_alone_ms": call_ms,
+                             "call_alone_cpu_ms": 1e3 * call_cpu, **loop})  # fmt: skip
       print(f"round {r + 1}/{opts.rounds} {_name(m, k)}: step alone {step_ms:.3f} ms, call "
             f"alone {call_ms:.3f} ms/step, loop {loop['ms']:.3f} ms/step, its own "
             f"{loop['ms'] - call_ms:.3f} ms", flush=True)  # fmt: skip
@@ -231,6 +263,10 @@ def measure(opts) -> dict:
       "own_ms_range": [min(own), max(own)],
       "host_ms": med("host_ms"),
       "input_wait": med("input_wait"),
+      "call_alone_cpu_ms": med("call_alone_cpu_ms"),
+      "cpu_ms": med("cpu_ms"),
+      "main_cpu_ms": med("main_cpu_ms"),
+      "input_cpu_ms": _median_known(x["input_cpu_ms"] for x in rs),
       "rounds": rs,
     })  # fmt: skip
   return {
@@ -251,6 +287,11 @@ def measure(opts) -> dict:
     "goal_ms": GOAL_MS,
     "rows": out_rows,
   }
+
+
+def _median_known(values) -> float | None:
+  known = [v for v in values if v is not None]
+  return statistics.median(known) if known else None
 
 
 def _name(members: int, k: int) -> str:

@@ -11,6 +11,13 @@ def _range(r: dict) -> str:
   return f"{lo:.2f} to {hi:.2f}"
 
 
+def _cpu(r: dict) -> str:
+  threads = f"{r['main_cpu_ms']:.2f}, " + (
+    "-" if r["input_cpu_ms"] is None else f"{r['input_cpu_ms']:.2f}"
+  )
+  return f"{r['cpu_ms']:.2f} ({threads})"
+
+
 COLUMNS = (
   column("loop", lambda r: r["name"]),
   column("step alone ms", lambda r: r["step_alone_ms"], ".2f"),
@@ -20,6 +27,8 @@ COLUMNS = (
   column("per round", _range),
   column("host ms/step (its log)", lambda r: r["host_ms"], ".2f"),
   column("input wait %", lambda r: 100 * r["input_wait"], ".1f"),
+  column("CPU ms/step: call alone", lambda r: r["call_alone_cpu_ms"], ".2f"),
+  column("loop (its main thread, input thread)", lambda r: _cpu(r)),
 )
 
 

@@ -35,6 +35,10 @@ def _train_iterator(spec: TrainSpec, rows: RowFormat, bucket_lengths: tuple):
     max_len=d.max_len,
     window_batches=d.window_batches,
     worker_count=d.worker_count,
+    # No grain thread: the training loop reads its batches in its own prefetch thread
+    # (`chessjax.prefetch`), already ahead of the device. A second Python thread handing batches
+    # to it only adds GIL hand-offs and CPU (docs/performance.md, the loop's own cost).
+    read_threads=0,
   )
 
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 _DONE = object()
+THREAD_NAME = "chessjax-prefetch"
 
 
 class DevicePrefetch:
@@ -24,9 +25,7 @@ class DevicePrefetch:
     self._items: queue.Queue = queue.Queue(maxsize=depth)
     self._stop = threading.Event()
     self.waited = 0.0  # Seconds `__next__` blocked, since the loop last reset it.
-    self._thread = threading.Thread(
-      target=self._work, args=(items,), name="chessjax-prefetch", daemon=True
-    )
+    self._thread = threading.Thread(target=self._work, args=(items,), name=THREAD_NAME, daemon=True)
     self._thread.start()
 
   def _work(self, items: Iterator) -> None:

@@ -156,6 +156,7 @@ class _Prepared:
   order's iterator state after the call's last step."""
 
   batch: dict
+  shape: tuple  # The call's compiled program is kept under it (`chessjax.compile.batch_shape`).
   steps: int
   tokens: list[list[int]]
   cells: list[list[int]]
@@ -259,8 +260,7 @@ class _Loop:
             for tokens, cells in zip(item.tokens[i], item.cells[i], strict=True):
               r.logger.dispatched(tokens, cells)
         if len(pending) > IN_FLIGHT:  # Waits on, without reading, the oldest queued call.
-          oldest = pending[-IN_FLIGHT - 1][0]
-          self.timing.device(lambda o=oldest: jax.block_until_ready(o))
+          self.timing.device(pending[-IN_FLIGHT - 1][0].block_until_ready)
         preempted = preemption.reached(calls)
         logged, validated, saved = self._syncs(step)
         saved = saved or preempted
@@ -340,8 +340,10 @@ class _Loop:
         if len(reads) == k or step == total or self._ends_call(step):
           break
       members = range(len(self.group_of))
+      batch = self.call.device_input([r.batch for r in reads], self.task.batch_keys)
       yield _Prepared(
-        self.call.device_input([r.batch for r in reads], self.task.batch_keys),
+        batch,
+        batch_shape(batch, self.task.batch_keys),
         len(reads),
         [[r.tokens[i] for r in reads] for i in members],
         [[r.cells[i] for r in reads] for i in members],
@@ -356,14 +358,14 @@ class _Loop:
     # This process's rows times the processes: every process holds as many rows of each batch,
     # so tokens/s counts the whole batch (exact for one process, an estimate for several).
     n = jax.process_count()
-    tokens = [n * int(host[g]["mask"].sum()) for g in self.group_of]
+    group_tokens = [n * np.count_nonzero(x["mask"]) for x in host]
+    tokens = [group_tokens[g] for g in self.group_of]
     cells = [n * host[g]["mask"].size for g in self.group_of]
     return _Read(batch, batch_shape(batch, self.task.batch_keys), tokens, cells, data_states)
 
   def _call(self, leaves: list, item: _Prepared, step: int):
     """Runs the compiled call on `item` (compiling it first for a new batch shape)."""
-    keys = self.task.batch_keys
-    shape = batch_shape(item.batch, keys)
+    keys, shape = self.task.batch_keys, item.shape
     compiled = self.compiler.ready(shape)
     if compiled is None:  # Compiled now, or awaited from the background thread.
       started = time.perf_counter()

@@ -18,5 +18,9 @@ def test_the_loop_overhead_benchmark_runs_and_renders(tmp_path):
   for r in doc["rows"]:
     assert r["loop_ms"] > 0 and r["call_alone_ms"] > 0 and r["step_alone_ms"] > 0
     assert r["own_ms"] == pytest.approx(r["loop_ms"] - r["call_alone_ms"])  # One round.
+    # CPU a step: the process's, the loop's main thread's and its input thread's (Linux has the
+    # per-thread clocks), each a part of the process's.
+    assert r["call_alone_cpu_ms"] > 0 and r["cpu_ms"] > 0
+    assert 0 < r["main_cpu_ms"] < r["cpu_ms"] and 0 < r["input_cpu_ms"] < r["cpu_ms"]
   text = loop_overhead_table.table(doc)
   assert "| population of 2, 2 steps per call |" in text and doc["machine"]["cpu"] in text
