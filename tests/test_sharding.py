@@ -42,3 +42,13 @@ def test_global_batch_equals_device_put(devices, stacked):
       assert out[k].sharding == target
       np.testing.assert_array_equal(np.asarray(out[k]), host[k])
       np.testing.assert_array_equal(host[k], kept[k])
+
+
+def test_global_batch_leaves_device_arrays_valid():
+  """An input already on the device is not consumed (nothing donated)."""
+  mesh = sharding.make_mesh(jax.devices()[:1])
+  target = NamedSharding(mesh, P("data"))
+  on_device = {k: jax.device_put(x, target) for k, x in host_batch(4, 8, 0).items()}
+  out = sharding.global_batch(on_device, KEYS, target)
+  for k in KEYS:
+    np.testing.assert_array_equal(np.asarray(on_device[k]), np.asarray(out[k]))
