@@ -107,9 +107,11 @@ def thread_cpu(name: str) -> float | None:
   """CPU seconds of the live thread named `name` so far (None: no such thread, or no per-thread
   clock on this platform)."""
   thread = next((t for t in threading.enumerate() if t.name == name), None)
+  if thread is None or not hasattr(time, "pthread_getcpuclockid"):
+    return None
   try:
     return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
-  except (AttributeError, OSError):  # No thread (None.ident), no such clock, or the thread ended.
+  except OSError:  # The thread ended meanwhile.
     return None
 
 

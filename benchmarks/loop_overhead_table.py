@@ -28,7 +28,7 @@ COLUMNS = (
   column("host ms/step (its log)", lambda r: r["host_ms"], ".2f"),
   column("input wait %", lambda r: 100 * r["input_wait"], ".1f"),
   column("CPU ms/step: call alone", lambda r: r["call_alone_cpu_ms"], ".2f"),
-  column("loop (its main thread, input thread)", lambda r: _cpu(r)),
+  column("loop (its main thread, input thread)", _cpu),
 )
 
 
