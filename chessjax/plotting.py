@@ -1,13 +1,25 @@
-"""matplotlib with its headless Agg backend: every track draws its figures through this `plt`.
+"""matplotlib figures without pyplot: every track draws through `subplots` here.
 
-Training hosts and CI have no display, so the backend is chosen here, once, before pyplot loads;
-a module that draws imports `from chessjax.plotting import plt` and writes the figure with
-`chessjax.files.write_figure`.
+A `Figure` made directly has no display backend and no global state (pyplot keeps every figure
+until it is closed): saving it renders with Agg, the same pixels as pyplot's Agg backend, so
+training hosts and CI need no display and nothing needs closing. It also skips pyplot's import,
+about 0.15 s of every process that draws (each evaluation task draws its prefix-bin figure).
+A module writes its figure with `chessjax.files.write_figure`.
 """
 
 import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+__all__ = ["subplots", "tab10"]
 
-__all__ = ["plt"]
+
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize=None, dpi=None, **kwargs):
+  """(figure, axes) as `matplotlib.pyplot.subplots(nrows, ncols, figsize=, dpi=, **kwargs)`
+  returns them (`kwargs`: `sharex`, `sharey`, `squeeze`, ...), the figure a new `Figure`."""
+  fig = Figure(figsize=figsize, dpi=dpi)
+  return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def tab10(i: int) -> tuple:
+  """The RGBA colour `i` of matplotlib's tab10 colour map (`pyplot.cm.tab10(i)`)."""
+  return matplotlib.colormaps["tab10"](i)

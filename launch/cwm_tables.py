@@ -346,16 +346,13 @@ def strata_lines(rows: list[dict]) -> list[str]:
 def length_png(args, rows: list[dict], path: Path) -> None:
   """ExactState and Labelwise against ply (20-ply bins), both splits, one line per run, the
   training length marked."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  from chessjax import plotting
 
   rows = [r for r in rows if all("long" in r[split] for split in SPLITS)]
   if not rows:
     return
-  colors = {f: plt.cm.tab10(i) for i, f in enumerate((*MAIN, *ABLATIONS))}
-  fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex="col")
+  colors = {f: plotting.tab10(i) for i, f in enumerate((*MAIN, *ABLATIONS))}
+  fig, axes = plotting.subplots(2, 2, figsize=(11, 7), sharex="col")
   for j, split in enumerate(SPLITS):
     for i, metric in enumerate(("exact_state", "labelwise")):
       ax = axes[i, j]
@@ -374,18 +371,14 @@ def length_png(args, rows: list[dict], path: Path) -> None:
   fig.tight_layout()
   tmp = path.with_name(path.name + ".tmp.png")
   fig.savefig(tmp, dpi=100)
-  plt.close(fig)
   os.replace(tmp, path)
 
 
 def curves_png(rows: list[dict], path: Path) -> None:
-  import matplotlib
+  from chessjax import plotting
 
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  fig, ax = plt.subplots(figsize=(8, 5))
-  colors = {f: plt.cm.tab10(i) for i, f in enumerate((*MAIN, *ABLATIONS))}
+  fig, ax = plotting.subplots(figsize=(8, 5))
+  colors = {f: plotting.tab10(i) for i, f in enumerate((*MAIN, *ABLATIONS))}
   by_family = {}
   for row in rows:
     if row["curve"]:
@@ -405,5 +398,4 @@ def curves_png(rows: list[dict], path: Path) -> None:
   fig.tight_layout()
   tmp = path.with_name(path.name + ".tmp.png")
   fig.savefig(tmp, dpi=110)
-  plt.close(fig)
   os.replace(tmp, path)

@@ -398,18 +398,17 @@ def figure(record: dict, out: Path) -> None:
   the seeds as bars; the source as a dotted level."""
   import matplotlib
 
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  from chessjax import plotting
 
   panels = [("exact_state", "all"), ("loss", "all")]
   if has_after(record):
     panels[1:1] = [("exact_state", "after")]
     panels.append(("loss", "after"))
   fams = families(record)
-  fig, axes = plt.subplots(
+  fig, axes = plotting.subplots(
     len(panels), len(fams), figsize=(3.2 * len(fams), 2.6 * len(panels)), squeeze=False
   )
-  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
   for j, family in enumerate(fams):
     seeds = list(seed_rows(record, family))
     for i, (metric, kind) in enumerate(panels):
@@ -453,5 +452,4 @@ def figure(record: dict, out: Path) -> None:
   fig.tight_layout(rect=(0, 0.05, 1, 1))
   tmp = out.with_name(f".{out.stem}.tmp.png")
   fig.savefig(tmp, dpi=110)
-  plt.close(fig)
   os.replace(tmp, out)

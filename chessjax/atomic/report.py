@@ -259,7 +259,7 @@ def usage_markdown(usage: dict) -> str:
 
 def save_figure(report: dict, path: Path) -> None:
   """Mean Win% loss per model and condition with 95% CI error bars (the paper's Figure 1)."""
-  from matplotlib.figure import Figure  # no pyplot: no backend or global figure state
+  from chessjax import plotting
 
   rows = report["summary"]["groups"]
   models = sorted({(r["model"], r["reasoning_effort"]) for r in rows})
@@ -267,8 +267,7 @@ def save_figure(report: dict, path: Path) -> None:
     c for c in ("chess", "atomic", "atomic_no_rules") if any(r["condition"] == c for r in rows)
   ]
   width = 0.8 / max(1, len(conditions))
-  fig = Figure(figsize=(max(5, 1.8 * len(models) + 2), 3.8), dpi=100)
-  ax = fig.subplots()
+  fig, ax = plotting.subplots(figsize=(max(5, 1.8 * len(models) + 2), 3.8), dpi=100)
   for i, condition in enumerate(conditions):
     for j, key in enumerate(models):
       row = next(

@@ -21,10 +21,10 @@ from pathlib import Path
 import grain.python as grain
 import numpy as np
 
+from chessjax import plotting
 from chessjax.data import records, source
 from chessjax.lm import probing
 from chessjax.lm import tokens as tk
-from chessjax.plotting import plt
 
 HISTOGRAM_BIN = 10  # Figure 4's bin width in tokens.
 
@@ -183,7 +183,7 @@ def figure2_data(tables: dict, paper: dict) -> dict:
 
 
 def figure2(data: dict):
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig, ax = plotting.subplots(figsize=(7, 4.5))
   colors = {"S": "tab:blue", "M": "tab:orange", "L": "tab:green", "all": "tab:red"}
   for line in data["ours"]:
     x = [p for p, _, _ in line["points"]]
@@ -220,7 +220,7 @@ def _hist_axes(ax, hist: dict, title: str, xlabel: str):
 
 def histogram_figure(data: list[dict], title: str, xlabel: str, name):
   n = max(len(data), 1)
-  fig, axes = plt.subplots(n, 1, figsize=(7, 3 * n), squeeze=False)
+  fig, axes = plotting.subplots(n, 1, figsize=(7, 3 * n), squeeze=False)
   for ax, hist in zip(axes[:, 0], data, strict=False):
     _hist_axes(ax, hist, name(hist), xlabel)
   if not data:
@@ -232,7 +232,7 @@ def histogram_figure(data: list[dict], title: str, xlabel: str, name):
 
 def figure8(data: list[dict]):
   runs = list(dict.fromkeys(d["workdir"] for d in data))
-  fig, axes = plt.subplots(max(len(runs), 1), 2, figsize=(10, 3.2 * max(len(runs), 1)))
+  fig, axes = plotting.subplots(max(len(runs), 1), 2, figsize=(10, 3.2 * max(len(runs), 1)))
   axes = np.atleast_2d(axes)
   x = np.arange(len(probing.TABLE11_PIECES))
   for i, w in enumerate(runs):

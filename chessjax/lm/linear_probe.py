@@ -194,9 +194,9 @@ def markdown(result: dict) -> str:
 
 def figure(result: dict):
   """Accuracy by layer (model, control, majority) for each square subset: a matplotlib figure."""
-  from chessjax.plotting import plt
+  from chessjax import plotting
 
-  fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+  fig, axes = plotting.subplots(1, 3, figsize=(13, 3.8), sharey=True)
   x = np.arange(len(result["layers"]))
   for ax, k in zip(axes, SUBSETS, strict=True):
     for name, style in (("model", "o-"), ("control", "s--")):
@@ -223,13 +223,7 @@ def write_report(result: dict, out_dir) -> None:
   out.mkdir(parents=True, exist_ok=True)
   write_json(out / "linear_probe.json", result)
   write_text(out / "linear_probe.md", markdown(result))
-  fig = figure(result)
-  try:
-    write_figure(out / "linear_probe.png", fig)
-  finally:
-    from chessjax.plotting import plt
-
-    plt.close(fig)
+  write_figure(out / "linear_probe.png", figure(result))
 
 
 # ------------------------------------------------------------------------------------------------

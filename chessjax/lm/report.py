@@ -47,7 +47,6 @@ from pathlib import Path
 from chessjax.files import write_figure, write_json, write_text
 from chessjax.lm import figures as lm_figures
 from chessjax.lm import probing
-from chessjax.plotting import plt
 from chessjax.spec import TrainSpec, task_of
 from chessjax.workdir import EVAL_DIR, find_workdirs, read_config, read_summary
 
@@ -561,7 +560,6 @@ def write_report(roots, out) -> dict:
   pngs = lm_figures.draw(figures)
   for name, fig in pngs.items():
     write_figure(out / name, fig)
-    plt.close(fig)
   doc = {
     "source": "chessjax.lm.report",
     "roots": [str(r) for r in roots],

@@ -16,7 +16,6 @@ from chessjax.data import pipeline
 from chessjax.data.source import GameSource
 from chessjax.encoding import id_to_move
 from chessjax.files import as_path, write_figure, write_text
-from chessjax.plotting import plt
 from chessjax.world_model import metrics, page, plots
 from chessjax.world_model.boards import failure_svg
 
@@ -59,11 +58,7 @@ def write_summary(out_dir, label: str, run_name: str) -> None:
   NAME.json files), so a later evaluation of another dataset adds its rows."""
   every = saved_results(out_dir)
   write_text(as_path(out_dir) / "results.md", results_markdown(every, label))
-  fig = plots.prefix_bins_figure(every, run_name)
-  try:
-    write_figure(as_path(out_dir) / "prefix_bins.png", fig)
-  finally:
-    plt.close(fig)
+  write_figure(as_path(out_dir) / "prefix_bins.png", plots.prefix_bins_figure(every, run_name))
 
 
 def progress_line(name: str, r: dict) -> str:

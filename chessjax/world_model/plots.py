@@ -4,13 +4,13 @@ import io
 
 import numpy as np
 
-from chessjax.plotting import plt
+from chessjax import plotting
 
 
 def prefix_bins_figure(results: dict[str, dict], title: str = ""):
   """One line per named metrics dict (`chessjax.world_model.metrics`): ExactState and Labelwise
   by bin."""
-  fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=100)
+  fig, axes = plotting.subplots(1, 2, figsize=(10, 3.6), dpi=100)
   for name, result in results.items():
     bins = result["bins"]
     x = np.asarray(bins["start"])
@@ -34,5 +34,4 @@ def prefix_bins_image(result: dict, name: str) -> np.ndarray:
   buf = io.BytesIO()
   fig.savefig(buf, format="raw")
   width, height = fig.canvas.get_width_height()
-  plt.close(fig)
   return np.frombuffer(buf.getvalue(), np.uint8).reshape(height, width, 4)[..., :3].copy()

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from matplotlib import ticker
 
+from chessjax import plotting
 from chessjax.files import write_figure, write_json, write_text
 from chessjax.models import abstract_model, count_params
-from chessjax.plotting import plt
 from chessjax.workdir import EVAL_DIR, SUMMARY, find_workdirs
 from chessjax.world_model import selection
 from chessjax.world_model.grid import MAIN, PAIRS, SIZES
@@ -454,8 +454,8 @@ def figure3(tables: dict, paper: dict):
     if r.get("paper")
   ]
   families = list(dict.fromkeys(r["family"] for r in rows))
-  colors = {f: plt.cm.tab10(i % 10) for i, f in enumerate(families)}
-  fig, axes = plt.subplots(2, 2, figsize=(11, 8), squeeze=False)
+  colors = {f: plotting.tab10(i % 10) for i, f in enumerate(families)}
+  fig, axes = plotting.subplots(2, 2, figsize=(11, 8), squeeze=False)
   for i, split in enumerate(("real", "random")):
     for j, metric in enumerate(("loss", "exact_state")):
       ax = axes[i][j]
@@ -498,13 +498,13 @@ def figure4(tables: dict, paper: dict):
   Lyons, Figure 4); ours left, the paper's right."""
   main = {(r["family"], r["size"]): r for r in tables["table8"]["rows"] if r["split"] == "random"}
   var = {(r["family"], r["size"]): r for r in tables["table10"]["rows"]}
-  fig, axes = plt.subplots(2, 2, figsize=(11, 7), squeeze=False)
+  fig, axes = plotting.subplots(2, 2, figsize=(11, 7), squeeze=False)
   drawn = 0
   for col, source in enumerate(("ours", "paper")):
     for row, metric in enumerate(("exact_state", "loss")):
       ax = axes[row][col]
       for k, (m, v) in enumerate(PAIRS):
-        color = plt.cm.tab10(k)
+        color = plotting.tab10(k)
         for s, size in enumerate(SIZES):
           a, b = main.get((m, size)), var.get((v, size))
           if source == "paper":
@@ -552,7 +552,6 @@ def write_report(roots, out, *, real: str = "real", random: str = "random") -> d
   figures = {"figure3.png": figure3(tables, paper), "figure4.png": figure4(tables, paper)}
   for name, fig in figures.items():
     write_figure(out / name, fig)
-    plt.close(fig)
   doc = {
     "source": "chessjax.world_model.report",
     "roots": [str(r) for r in roots],
