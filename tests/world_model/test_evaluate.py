@@ -7,6 +7,8 @@ first errors are checked against synthetic logits whose first wrong step is know
 import json
 import re
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import chess
@@ -657,3 +659,29 @@ def test_after_divergence_of_an_atomic_evaluation(run_dir, data, restored, tmp_p
   )["chess"]
   assert "after_divergence" not in chess_result
   assert "after_divergence" not in json.loads((run_dir / "eval" / "chess.json").read_text())
+
+
+# Every module that draws, imported and drawing in a fresh process: a figure made by
+# `chessjax.plotting.subplots` and written by `write_figure` is a PNG, and pyplot never loads.
+DRAWS_WITHOUT_PYPLOT = """
+import sys
+from chessjax import plotting
+from chessjax.files import write_figure
+import chessjax.world_model.evaluate, chessjax.world_model.report, chessjax.lm.report
+import chessjax.lm.linear_probe, chessjax.atomic.report, launch.cwm_tables, launch.transfer_tables
+fig, axes = plotting.subplots(1, 2, figsize=(4, 2), dpi=50, sharey=True)
+axes[0].plot([0, 1], [1, 0], color=plotting.tab10(3))
+write_figure(sys.argv[1], fig)
+assert "matplotlib.pyplot" not in sys.modules, "pyplot imported"
+"""
+
+
+@pytest.mark.multiprocess
+def test_figures_are_drawn_without_pyplot(tmp_path):
+  out = tmp_path / "f.png"
+  r = subprocess.run(
+    [sys.executable, "-c", DRAWS_WITHOUT_PYPLOT, str(out)], cwd=REPO, capture_output=True,
+    text=True, timeout=120,
+  )  # fmt: skip
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert out.read_bytes().startswith(b"\x89PNG") and out.stat().st_size > 500
