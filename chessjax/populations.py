@@ -14,6 +14,7 @@ of its batches (the task's own padding, masked out).
 """
 
 import dataclasses
+import json
 import logging
 from functools import partial
 from types import SimpleNamespace
@@ -51,7 +52,15 @@ class Population:
   def __init__(self, specs: list[TrainSpec], task: Task, *, devices=None):
     self.specs, self.task = specs, task
     spec = specs[0]
-    built = [step.new_state(s, task) for s in specs]  # Each member's model and state, as alone.
+    # Each member's model and state, as alone. Members that differ in optimizer numbers only
+    # (a learning-rate sweep) have the same initial values: their model is built once.
+    models, built = {}, []
+    for s in specs:
+      key = json.dumps(step.model_arguments(s, task), sort_keys=True, default=repr)
+      if key not in models:
+        models[key] = step.build_model(s, task)
+      built.append(step.new_state(s, task, model=models[key]))
+    del models
     self.model, graphdef, _, first = built[0]
     params0 = first["params"]  # The weight-decay groups, every member's (`_member_step`).
     states = [state for *_, state in built]

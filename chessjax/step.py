@@ -196,11 +196,12 @@ def predict(graphdef, params, model_state, tokens):
   return model(tokens, train=False).astype(jnp.float32)
 
 
-def build_model(spec: TrainSpec, task: Task) -> nnx.Module:
-  """The spec's model under the task's head; `train.remat` builds it rematerialised."""
-  return create_model(
-    spec.family,
-    spec.size,
+def model_arguments(spec: TrainSpec, task: Task) -> dict:
+  """What `build_model` builds the spec's model from (`models.registry.create_model`'s
+  arguments): two specs with equal arguments get the same initial values, bit for bit."""
+  return dict(
+    family=spec.family,
+    size=spec.size,
     seed=spec.seed,
     head=task.head,
     remat=spec.train.remat,
@@ -209,13 +210,19 @@ def build_model(spec: TrainSpec, task: Task) -> nnx.Module:
   )
 
 
-def new_state(spec: TrainSpec, task: Task, *, abstract: bool = False):
+def build_model(spec: TrainSpec, task: Task) -> nnx.Module:
+  """The spec's model under the task's head; `train.remat` builds it rematerialised."""
+  arguments = model_arguments(spec, task)
+  return create_model(arguments.pop("family"), arguments.pop("size"), **arguments)
+
+
+def new_state(spec: TrainSpec, task: Task, *, abstract: bool = False, model=None):
   """The spec's model, its graph definition, its optimizer and its initial train state on the
-  host (`init_state`; `abstract`: model and state as shapes only, nothing initialised)."""
-  if abstract:
-    model = nnx.eval_shape(lambda: build_model(spec, task))
-  else:
-    model = build_model(spec, task)
+  host (`init_state`; `abstract`: model and state as shapes only, nothing initialised). `model`:
+  the spec's model already built (`build_model`), e.g. one that population members with the
+  same `model_arguments` share."""
+  if model is None:
+    model = nnx.eval_shape(lambda: build_model(spec, task)) if abstract else build_model(spec, task)
   graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
   tx = optim.make_optimizer(spec.optim, spec.lr_at, params)
   if abstract:

@@ -512,11 +512,12 @@ def _guard_quick_tier() -> None:
 # other at the end (with the shorter list before it, one worker ran its last module for 37 s
 # after the other had finished).
 LONGEST_MODULES = (
-  "test_cluster",  # Its tests wait on SLURM jobs: first, beside the multi-process module.
-  "test_multiprocess",
-  # Early: its worker has made the local toy transfer run (`transfer_local`) by the time
-  # test_cluster, on the other worker, has sent the same plan through SLURM and reads it.
+  "test_cluster",  # Its tests wait on SLURM jobs: first, on one worker.
+  # First on the other worker: its local toy transfer run (`transfer_local`) has ended long before
+  # test_cluster's last tests send the same plan through SLURM, whose tasks then load the programs
+  # it compiled instead of compiling them again.
   "test_transfer",
+  "test_multiprocess",
   "test_train",
   "test_population",
   "test_steps_per_call",

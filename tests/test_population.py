@@ -255,3 +255,33 @@ def test_a_population_step_picks_its_scans_for_every_members_rows(small_dataset,
   batch = {k: rows[k] for k in pop.task.batch_keys}
   jax.eval_shape(pop.eval_step, members["params"], members["model_state"], batch)
   assert seen and set(seen) == {2}
+
+
+def test_members_differing_in_optimizer_numbers_share_one_model_build(small_dataset, monkeypatch):
+  """A learning-rate sweep's members have the same initial values: the population builds their
+  model once (the other seed's member builds its own), and each member's initial state is, bit
+  for bit, the one its run alone starts from."""
+  from chessjax import populations, step
+  from chessjax.task import get_task
+
+  base = cwm_config(small_dataset)
+  configs = [member_config(base, *parse_member(m)) for m in MEMBERS]
+  specs, task = [TrainSpec.from_config(c) for c in configs], get_task(base)
+  built = []
+  real = step.build_model
+  monkeypatch.setattr(step, "build_model", lambda s, t: built.append(s.seed) or real(s, t))
+  pop = populations.Population(specs, task)
+  assert built == [0, 1]  # base (lr and bad share it), then the seed member's.
+  monkeypatch.undo()
+  for i, spec in enumerate(specs):
+    alone = step.new_state(spec, task)[-1]
+    ours = jax.tree.map(lambda x, i=i: x[i], pop.state["members"])
+    for x, y in zip(jax.tree.leaves(ours), jax.tree.leaves(alone), strict=True):
+      np.testing.assert_array_equal(host(x), host(y))
+
+
+def host(x) -> np.ndarray:
+  """An array on the host, a PRNG key as its key data."""
+  return np.asarray(
+    jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+  )
