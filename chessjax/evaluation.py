@@ -68,11 +68,14 @@ class CompiledLengths:
 
   The batch shapes are those the task's row format `rows` writes (an all-padding batch of it, plus
   the loader's `index` of each row's game), restricted to `keys` and sharded as `sharding`.
-  `lengths`: the lengths compiled; `seconds`: the time compiling took.
+  `shared`: executables of the same `step_fn` and state by batch shape, from other datasets (one
+  run's evaluation scores several): a shape found there is not compiled again, and one compiled
+  here is added. `lengths`: the lengths compiled; `seconds`: the time compiling took.
   """
 
-  def __init__(self, step_fn, params, model_state, plan, rows, *, keys, sharding):
+  def __init__(self, step_fn, params, model_state, plan, rows, *, keys, sharding, shared=None):
     self.params, self.model_state = params, model_state
+    shared = {} if shared is None else shared
     b = plan.batch_size
     self.executables = {}
     start = time.perf_counter()
@@ -83,7 +86,10 @@ class CompiledLengths:
         key: jax.ShapeDtypeStruct(example[key].shape, example[key].dtype, sharding=sharding)
         for key in keys
       }
-      self.executables[length] = step_fn.lower(params, model_state, spec).compile()
+      shape = tuple((key, x.shape, str(x.dtype)) for key, x in spec.items())
+      if shape not in shared:
+        shared[shape] = step_fn.lower(params, model_state, spec).compile()
+      self.executables[length] = shared[shape]
     self.seconds = time.perf_counter() - start
 
   @property

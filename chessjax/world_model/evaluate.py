@@ -102,6 +102,7 @@ def evaluate_split(
   max_games=None,
   max_len: int | None = None,
   logits_fn=None,
+  programs: dict | None = None,
 ) -> dict:
   """Metrics of one dataset split under a restored model, plus per-game first errors.
 
@@ -109,6 +110,9 @@ def evaluate_split(
   replaces the model's logits (default: the restored model on `batch["moves"]`), e.g. by
   synthetic ones whose errors are known. `max_len` scores each game's first `max_len` steps
   (default: the training config's `data.max_len`; a larger one scores beyond the trained length).
+  `programs`: a dict the calls for one `restored` and `logits_fn` share (`evaluate` passes one
+  to each dataset), holding the jitted step and its executables by batch shape: a shape another
+  dataset compiled is not compiled again.
   Returns the `metrics.Accumulator` result with `dataset`, `checkpoint_step`, timing,
   `first_error_steps` (int per game, -1 when never wrong), `exact_steps` (exact steps per game),
   `game_loss` (each game's loss: its mean per-label cross-entropy) and its maximum, `per_ply`
@@ -135,9 +139,10 @@ def evaluate_split(
   task = restored.task
   keys = (*task.batch_keys, "index")
   replicated = NamedSharding(fns.data_sharding.mesh, P())
-  if logits_fn is None:
-    logits_fn = lambda params, model_state, batch: fns.predict(params, model_state, batch["moves"])  # noqa: E731
-  step_fn = jax.jit(partial(eval_batch, logits_fn), out_shardings=replicated)
+  programs = {} if programs is None else programs
+  if "step" not in programs:
+    logits = logits_fn or (lambda params, state, batch: fns.predict(params, state, batch["moves"]))
+    programs["step"] = jax.jit(partial(eval_batch, logits), out_shardings=replicated)
   batches = eval_batches(
     restored.spec,
     task.eval_rows,
@@ -148,13 +153,14 @@ def evaluate_split(
     max_len=max_len,
   )
   compiled = evaluation.CompiledLengths(
-    step_fn,
+    programs["step"],
     state["params"],
     state["model_state"],
     batches.plan,
     task.eval_rows,
     keys=keys,
     sharding=fns.data_sharding,
+    shared=programs.setdefault("shapes", {}),
   )
 
   after = None
@@ -242,7 +248,7 @@ def evaluate(
   if chief:
     (out_dir / "boards").mkdir(parents=True, exist_ok=True)
 
-  results = {}
+  results, programs = {}, {}  # The datasets share the step's executables (`evaluate_split`).
   for name, (path, split) in resolved.items():
     result = evaluate_split(
       restored,
@@ -252,6 +258,7 @@ def evaluate(
       max_games=max_games,
       max_len=max_len,
       logits_fn=logits_fn,
+      programs=programs,
     )
     failures = result.pop("failures")
     result["boards"] = []

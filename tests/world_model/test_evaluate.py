@@ -314,6 +314,37 @@ def test_a_second_evaluation_keeps_the_first_results(run_dir, data, restored):
   assert json.loads((out / "first.json").read_text())["games"] == 10
 
 
+def test_datasets_of_one_evaluation_share_their_compiled_shapes(
+  run_dir, data, restored, monkeypatch
+):
+  """Two datasets with the same batch shapes in one `evaluate`: each shape is compiled once (the
+  second dataset runs the first's executable), and each dataset scores as when evaluated alone."""
+  from chessjax import evaluation
+
+  lowered = []
+  real = evaluation.CompiledLengths.__init__
+
+  def counting(self, step_fn, *args, **kwargs):
+    class Counted:
+      def lower(self, *a):
+        lowered.append(a[-1]["moves"].shape)
+        return step_fn.lower(*a)
+
+    real(self, Counted(), *args, **kwargs)
+
+  monkeypatch.setattr(evaluation.CompiledLengths, "__init__", counting)
+  both = {"a": (data["single"], None), "b": (data["single"], None)}
+  together = evaluate.evaluate(run_dir, both, restored=restored, boards=0, verbose=False)
+  assert len(lowered) == len(set(lowered)) == len(together["a"]["compiled_shapes"]) > 0
+  monkeypatch.undo()
+  alone = evaluate.evaluate(run_dir, {"b": both["b"]}, restored=restored, boards=0, verbose=False)
+  timing = ("compile_seconds", "eval_seconds", "games_per_s", "steps_per_s")
+  for result in (together["a"], together["b"], alone["b"]):
+    for key in timing:
+      result.pop(key)
+  assert together["a"] == together["b"] == alone["b"]
+
+
 # ------------------------------------------------------------------------------------------------
 # Long games: scoring beyond the training cut, strata, the gallery page
 
