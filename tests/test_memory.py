@@ -11,8 +11,9 @@ from configs import cwm
 def test_a_step_too_large_stops_before_running_and_names_the_remedies(small_dataset, tmp_path):
   config = cwm.get_config(f"family={SMOKE_FAMILY},size=d128,smoke=True")
   config.data.train = str(small_dataset)
-  config.data.bucket_lengths = (128,)
-  config.train.steps = 8  # tests/test_train.py's 8-step smoke runs: their compiled train step.
+  # tests/test_train.py's 8-step smoke runs (32 plies): their compiled train step.
+  config.data.max_len, config.data.bucket_lengths = 32, (32,)
+  config.train.steps = 8
   config.train.memory_limit_gb = 1e-4  # A fake machine of about 100 KiB.
   with pytest.raises(memory.StepTooLarge) as raised:
     train.train_and_evaluate(config, tmp_path / "run")

@@ -373,12 +373,13 @@ def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
   the `tensorboard` the README names reads its summaries."""
   from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-  config = smoke_config(dataset, steps=6, log_every=100, checkpoint_every=6, eval_every=6)
+  # 8 steps: the other 8-step smoke runs' compiled train step.
+  config = smoke_config(dataset, steps=8, log_every=100, checkpoint_every=8, eval_every=8)
   config.train.progress_seconds = 0.0
   train.train_and_evaluate(config, tmp_path / "p")
   lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step ")]
   progress = [x for x in lines if "tok/s" in x and "eta" in x]
-  assert [x.split()[1] for x in progress] == [f"{s}/6" for s in range(1, 7)], lines
+  assert [x.split()[1] for x in progress] == [f"{s}/8" for s in range(1, 9)], lines
   assert all("loss" in x for x in progress[train.IN_FLIGHT :]), lines
   assert "input wait" in progress[-1] and "ms/step" in progress[-1], lines  # The log line's waits.
   events = EventAccumulator(str(tmp_path / "p" / "tb"))
@@ -389,4 +390,4 @@ def test_progress_lines_and_tensorboard_logs(dataset, tmp_path, capsys):
   )
   assert {"train/input_wait_fraction", "train/host_ms_per_step"} <= set(tags["scalars"])
   assert "validation/prefix_bins" in tags["images"]
-  assert [e.step for e in events.Scalars("train/loss")] == [6]
+  assert [e.step for e in events.Scalars("train/loss")] == [8]

@@ -326,9 +326,9 @@ def test_atomic_random_uniform_dataset_trains_and_tracks(tmp_path, capsys):
   config.data.train = str(data)
   config.data.val_split = "train"
   config.data.bucket_lengths = (128,)
-  config.train.steps = 3
+  config.train.steps = 4  # The train step of tests/world_model/test_evaluate.py's run.
   summary = train.train_and_evaluate(config, tmp_path / "run")
-  assert summary["steps"] == 3 and np.isfinite(summary["validation"]["loss"])
+  assert summary["steps"] == 4 and np.isfinite(summary["validation"]["loss"])
 
   workdir = tmp_path / "run"
   assert track.training_encoding(workdir) == ("pseudo", "atomic")
