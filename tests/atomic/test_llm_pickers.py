@@ -20,9 +20,6 @@ from fake_llm_api import FakeAPI, answer_move, usage_of
 from chessjax.atomic import llm, pickers, prompts, report, scoring
 from chessjax.atomic.answer_log import AnswerLog, answer_key
 
-pytest.importorskip("openai")
-pytest.importorskip("anthropic")
-
 A = chess.STARTING_FEN
 B = "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"
 C = "rnbqkb1r/pppp1ppp/5n2/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"
