@@ -497,7 +497,11 @@ def _guard_quick_tier() -> None:
   (a pool as it is made, before it starts its workers)."""
   import multiprocessing.context
   import multiprocessing.process
+  import platform
 
+  # The processor field of `platform.uname()` runs `uname -p` the first time any code reads it
+  # (the LLM SDKs do, building their request headers): read once here, before the guard.
+  platform.processor()
   _guard(subprocess.Popen, "__init__", _process)
   _guard(multiprocessing.context.BaseContext, "Pool", _pool)
   _guard(multiprocessing.process.BaseProcess, "start", _fork)
