@@ -232,8 +232,11 @@ def test_blocked_attention_equals_full_softmax_float64(steps):
         q, k, v, dtype=jnp.float64, drop=lambda w: 0.9 * w, block=4
       )
 
-    np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), rtol=1e-12, atol=1e-12)
-    g_blocked = jax.grad(lambda *a: jnp.sum(blocked(*a) * cot), argnums=(0, 1, 2))(q, k, v)
-    g_full = jax.grad(lambda *a: jnp.sum(full(*a) * cot), argnums=(0, 1, 2))(q, k, v)
+    # Jitted: a few programs instead of hundreds of eager float64 ones.
+    np.testing.assert_allclose(
+      jax.jit(blocked)(q, k, v), jax.jit(full)(q, k, v), rtol=1e-12, atol=1e-12
+    )
+    g_blocked = jax.jit(jax.grad(lambda *a: jnp.sum(blocked(*a) * cot), argnums=(0, 1, 2)))(q, k, v)
+    g_full = jax.jit(jax.grad(lambda *a: jnp.sum(full(*a) * cot), argnums=(0, 1, 2)))(q, k, v)
     for got, want in zip(g_blocked, g_full, strict=True):
       np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
