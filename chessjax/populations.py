@@ -60,7 +60,6 @@ class Population:
       if key not in models:
         models[key] = step.build_model(s, task)
       built.append(step.new_state(s, task, model=models[key]))
-    del models
     self.model, graphdef, _, first = built[0]
     params0 = first["params"]  # The weight-decay groups, every member's (`_member_step`).
     states = [state for *_, state in built]

@@ -154,6 +154,16 @@ TEST_DATA = Path(__file__).resolve().parent / "data"
 SMOKE_FAMILY = "slice"
 
 
+def host_bits(x):
+  """An array as a host numpy array, a PRNG key as its key data: what bit-for-bit state
+  comparisons compare."""
+  import numpy as np
+
+  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  return np.asarray(x)
+
+
 @pytest.fixture(scope="session")
 def sample_games_uci() -> list[list[str]]:
   """The first 1,600 games of the bundled lichess sample as UCI move lists (python-chess parse)."""

@@ -14,7 +14,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from conftest import SMOKE_FAMILY
+from conftest import SMOKE_FAMILY, host_bits
 
 from chessjax import compile as compiling
 from chessjax import memory, population, train, workdir
@@ -277,11 +277,4 @@ def test_members_differing_in_optimizer_numbers_share_one_model_build(small_data
     alone = step.new_state(spec, task)[-1]
     ours = jax.tree.map(lambda x, i=i: x[i], pop.state["members"])
     for x, y in zip(jax.tree.leaves(ours), jax.tree.leaves(alone), strict=True):
-      np.testing.assert_array_equal(host(x), host(y))
-
-
-def host(x) -> np.ndarray:
-  """An array on the host, a PRNG key as its key data."""
-  return np.asarray(
-    jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
-  )
+      np.testing.assert_array_equal(host_bits(x), host_bits(y))

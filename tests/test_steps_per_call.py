@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import REPO, SMOKE_FAMILY
+from conftest import REPO, SMOKE_FAMILY, host_bits
 
 from chessjax import dispatch, populations, preemption, sharding, train, workdir
 from chessjax.spec import TrainSpec
@@ -28,12 +28,6 @@ from configs import cwm
 from configs import lm as lm_config
 
 STEPS = 7  # Not a multiple of the k the runs use.
-
-
-def _bits(x) -> np.ndarray:
-  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-    x = jax.random.key_data(x)
-  return np.asarray(x)
 
 
 def assert_same_state(a, b) -> None:
@@ -44,7 +38,7 @@ def assert_same_state(a, b) -> None:
   leaves_a, leaves_b = jax.tree.leaves(sa), jax.tree.leaves(sb)
   assert len(leaves_a) == len(leaves_b) > 0
   for x, y in zip(leaves_a, leaves_b, strict=True):
-    np.testing.assert_array_equal(_bits(x), _bits(y))
+    np.testing.assert_array_equal(host_bits(x), host_bits(y))
   assert int(sa["step"]) == int(sb["step"])
 
 
@@ -109,7 +103,7 @@ def test_a_call_of_k_steps_is_k_steps():
   a, b = one.tree(leaves), two.tree(leaves2)
   assert jax.dtypes.issubdtype(b["key"].dtype, jax.dtypes.prng_key)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-    np.testing.assert_array_equal(_bits(x), _bits(y))
+    np.testing.assert_array_equal(host_bits(x), host_bits(y))
   with pytest.raises(ValueError, match="takes 1 to 2 batches"):
     two.device_input(host, ["x"])
 
