@@ -8,7 +8,9 @@ test. A failing run shows every process's log (`Runs.logs`).
 """
 
 import dataclasses
+import errno
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,9 +30,39 @@ DEFAULT_DEADLINE = 240  # Seconds a whole multi-process command may take before 
 
 
 def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+  """A port for process 0's coordinator, free on every address (it binds [::]), drawn at random
+  (the other pytest worker draws too) below the kernel's ephemeral range: a port there cannot be
+  handed to another socket (a connection's local end, a `bind` to port 0) between this check and
+  the coordinator's bind, as one once was (the coordinator then failed to bind and crashed; the
+  suite's SLURM takes its ports below it too, from 16817)."""
+  low = _ephemeral_low()
+  ports = range(20000, low) if low > 20000 + 1000 else range(1024, low)
+  rng = random.Random()
+  for _ in range(100):
+    port = rng.choice(ports)
+    if _bindable(port):
+      return port
+  raise RuntimeError(f"no free port among 100 drawn from {ports}")
+
+
+def _ephemeral_low() -> int:
+  """The first port of the kernel's ephemeral range (Linux; 32768 elsewhere, its default)."""
+  try:
+    return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+  except (OSError, ValueError, IndexError):
+    return 32768
+
+
+def _bindable(port: int) -> bool:
+  for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+    try:
+      with socket.socket(family) as s:
+        s.bind((host, port))
+    except OSError as e:
+      if family == socket.AF_INET6 and e.errno == errno.EAFNOSUPPORT:
+        continue  # No IPv6 on this machine: the IPv4 check is the one that counts.
+      return False
+  return True
 
 
 def environment(process_id: int | None, processes: int, devices: int, port: int | None) -> dict:

@@ -9,13 +9,14 @@ parity, resume, elastic and evaluation checks.
 import json
 import shutil
 import signal
+import socket
 import time
 
 import jax
 import numpy as np
 import pytest
 from conftest import REPO, SMOKE_FAMILY
-from multiprocess import PEER_SECONDS, run, start
+from multiprocess import PEER_SECONDS, free_port, run, start
 
 from chessjax import workdir as workdirs
 
@@ -73,6 +74,21 @@ def drop_checkpoints_after(work, step: int) -> None:
   for name in (workdirs.SUMMARY, workdirs.EARLY_STOPPING):
     (work / name).unlink(missing_ok=True)
   shutil.rmtree(work / "best", ignore_errors=True)
+
+
+def test_the_coordinators_port_is_free_and_outside_the_ephemeral_range():
+  """Drawn below the kernel's ephemeral range, where no other socket is handed a port unasked,
+  and free on every address: a port something listens on is never drawn."""
+  import multiprocess
+
+  low = multiprocess._ephemeral_low()
+  ports = {free_port() for _ in range(20)}
+  assert all(1024 <= p < low for p in ports) and len(ports) > 1
+  with socket.socket() as busy:
+    busy.bind(("127.0.0.1", min(ports)))
+    busy.listen()
+    assert not multiprocess._bindable(min(ports))
+  assert multiprocess._bindable(min(ports))
 
 
 @pytest.fixture(scope="module")
