@@ -19,15 +19,21 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Python writes the bytecode of the modules it compiles (`__pycache__/`, git-ignored) during the
+# tests even where PYTHONDONTWRITEBYTECODE is set, as in many containers (this project's machines
+# included): otherwise each of the two hundred processes the tests start compiles the
+# repository's modules from source again, and each pytest worker rewrites every test module.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
+
 # Two pytest workers (one per core here), each test module on one worker so its module fixtures
 # are built once; every test runs, slow ones included. The 15 slowest are listed at the end.
 test: lint engines browser slurm
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=15 tests
+	$(PYTEST) -q -n 2 --dist loadscope --durations=15 tests
 
 # The quick tier, to run after every edit: the tests that need no training run, no second process
 # and no browser, i.e. none of the tier markers (tests/conftest.py, TIERS). The 5 slowest are listed.
 test-fast: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=5 \
+	$(PYTEST) -q -n 2 --dist loadscope --durations=5 \
 	  -m "not (slow or multiprocess or browser or cluster)" tests
 
 # A real headless browser for the tracking page's test (tests/browser.py): Debian's
