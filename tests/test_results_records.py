@@ -439,3 +439,16 @@ def test_the_roofline_record_is_its_arithmetic():
   steps = np.array([5, 1, 9, 3, 7])
   padded = bench_roofline.padded_lengths(steps, batch=2, shuffles=3, seed=1)
   assert len(padded) == 6 and all(p in (5, 9, 3, 7) for p in padded)  # 1 never the longest
+
+
+def test_the_back_to_back_test_time_rows_are_their_arithmetic():
+  """docs/results/performance_cpu.json's two back-to-back `make test` rows of 2026-11-29/30: the
+  percentage main took longer than e636b4a, and the SLURM comparisons' sum and its share of the
+  two workers' wall time, are computed from the seconds beside them."""
+  rows = _record("performance_cpu")["tables"]["COMMANDS"]["rows"]
+  cells = {r[1]["t"].split(":")[0]: r[1]["v"] for r in rows if isinstance(r[1], dict)}
+  v = cells["5e83608"]  # main, e636b4a; longer by; three SLURM tests, their sum, / 2 workers
+  assert v[4] == round(100 * (v[1] / v[3] - 1))
+  assert v[8] == round(v[5] + v[6] + v[7], 1) and v[9] == round(v[8] / 2)
+  n = cells["d621585 (the last landing)"]  # d621585, a13a5b5, e636b4a: longer by, both ours
+  assert [n[9], n[10]] == sorted(round(100 * (ours / n[6] - 1)) for ours in (n[1], n[4]))
